@@ -1,0 +1,14 @@
+/* api: helpers shared by the public entry points (api.c, override.c,
+ * cxx.c). */
+#ifndef HZ_API_H
+#define HZ_API_H
+
+#include <stddef.h>
+
+/* Aligned allocation with glibc's memalign semantics: alignment rounded up
+ * to a power of two, at least HZ_MIN_ALIGN. */
+void *hz_api_memalign(size_t alignment, size_t size);
+/* Allocation used by operator new: calls the new-handler on failure. */
+void *hz_api_cxx_new(size_t size, size_t alignment, int nothrow);
+
+#endif

@@ -1,0 +1,46 @@
+/* Build-wide constants and helper macros shared by every box.
+ *
+ * Geometry: memory comes in 4 MiB segments aligned to their size; a segment
+ * is cut into pages of one kind (small 64 KiB, medium 512 KiB, big = the
+ * whole segment). Pointer -> segment is a mask, segment -> page a shift. */
+#ifndef HZ_CONFIG_H
+#define HZ_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HZ_LIKELY(x) __builtin_expect(!!(x), 1)
+#define HZ_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define HZ_INLINE static inline __attribute__((always_inline))
+#define HZ_NOINLINE __attribute__((noinline))
+#define HZ_EXPORT __attribute__((visibility("default")))
+#define HZ_TLS __thread __attribute__((tls_model("initial-exec")))
+
+#define HZ_SEGMENT_SHIFT 22
+#define HZ_SEGMENT_SIZE ((size_t)1 << HZ_SEGMENT_SHIFT)
+#define HZ_SEGMENT_MASK (HZ_SEGMENT_SIZE - 1)
+
+#define HZ_SMALL_PAGE_SHIFT 16  /* 64 KiB pages for blocks <= 8 KiB */
+#define HZ_MEDIUM_PAGE_SHIFT 19 /* 512 KiB pages for blocks <= 64 KiB */
+#define HZ_SMALL_BLOCK_MAX ((size_t)8 << 10)
+#define HZ_MEDIUM_BLOCK_MAX ((size_t)64 << 10)
+#define HZ_PAGES_PER_SEGMENT (HZ_SEGMENT_SIZE >> HZ_SMALL_PAGE_SHIFT)
+
+/* Largest thread-cached block; anything bigger goes to the large box. */
+#define HZ_SMALL_MAX ((size_t)256 << 10)
+/* Every block is aligned to at least this. */
+#define HZ_MIN_ALIGN 16
+/* Requests above this fail with ENOMEM (as glibc does). */
+#define HZ_REQUEST_MAX ((size_t)PTRDIFF_MAX)
+
+#define HZ_ALIGN_UP(x, a) (((x) + ((a)-1)) & ~((uintptr_t)(a)-1))
+
+#ifdef HZ_DEBUG
+void hz_debug_fail(const char *expr, const char *file, int line);
+#define HZ_ASSERT(x)                                                          \
+  ((x) ? (void)0 : hz_debug_fail(#x, __FILE__, __LINE__))
+#else
+#define HZ_ASSERT(x) ((void)0)
+#endif
+
+#endif

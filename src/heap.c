@@ -1,0 +1,234 @@
+/* heap: the slow paths behind the inline fast paths of heap.h — finding or
+ * making a page with free blocks, freeing to a page that needs attention,
+ * sending blocks to their owner's inbox and draining our own.
+ *
+ * Invariants: direct[c] is the first page of queues[c], or the empty page
+ * when the queue is empty; a page is on exactly one queue of its owner
+ * (its class queue, or `full` when in_full is set). */
+#include "heap.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "large.h"
+#include "os.h"
+#include "thread.h"
+
+static const hz_page_t heap_empty_page = {0};
+#define EMPTY_PAGE ((hz_page_t *)&heap_empty_page)
+
+const hz_heap_t hz_heap_empty = {
+    .direct = {[0 ... HZ_CLASS_COUNT - 1] = EMPTY_PAGE},
+    .state = HZ_HEAP_EMPTY,
+};
+
+HZ_TLS hz_heap_t *hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
+
+/* ---------------------------------------------------------------------------
+ * Page queues
+ * ------------------------------------------------------------------------- */
+static void queue_push_front(hz_page_queue_t *q, hz_page_t *page) {
+  page->prev = NULL;
+  page->next = q->first;
+  if (q->first != NULL) q->first->prev = page;
+  else q->last = page;
+  q->first = page;
+}
+
+static void queue_push_back(hz_page_queue_t *q, hz_page_t *page) {
+  page->next = NULL;
+  page->prev = q->last;
+  if (q->last != NULL) q->last->next = page;
+  else q->first = page;
+  q->last = page;
+}
+
+static void queue_remove(hz_page_queue_t *q, hz_page_t *page) {
+  if (page->prev != NULL) page->prev->next = page->next;
+  else q->first = page->next;
+  if (page->next != NULL) page->next->prev = page->prev;
+  else q->last = page->prev;
+  page->next = page->prev = NULL;
+}
+
+static void heap_update_direct(hz_heap_t *heap, uint8_t cls) {
+  hz_page_t *first = heap->queues[cls].first;
+  heap->direct[cls] = first != NULL ? first : EMPTY_PAGE;
+}
+
+void hz_heap_init(hz_heap_t *heap) {
+  memset(heap, 0, sizeof *heap);
+  for (int c = 0; c < HZ_CLASS_COUNT; c++) heap->direct[c] = EMPTY_PAGE;
+  heap->state = HZ_HEAP_LIVE;
+}
+
+/* ---------------------------------------------------------------------------
+ * Freeing
+ * ------------------------------------------------------------------------- */
+static void heap_retire_page(hz_heap_t *heap, hz_page_t *page) {
+  uint8_t cls = page->class_id;
+  queue_remove(page->in_full ? &heap->full : &heap->queues[cls], page);
+  if (heap->direct[cls] == page) heap_update_direct(heap, cls);
+  heap->stats.pages_retired++;
+  hz_segment_page_free(page);
+}
+
+void hz_heap_page_emptied(hz_heap_t *heap, hz_page_t *page) {
+  /* Keep the page malloc is using, so alloc/free of one block does not
+   * bounce pages through the segment lock. */
+  if (heap->direct[page->class_id] == page) return;
+  heap_retire_page(heap, page);
+}
+
+static void heap_unfull(hz_heap_t *heap, hz_page_t *page) {
+  queue_remove(&heap->full, page);
+  page->in_full = 0;
+  queue_push_back(&heap->queues[page->class_id], page);
+  if (heap->direct[page->class_id] == EMPTY_PAGE)
+    heap_update_direct(heap, page->class_id);
+}
+
+/* A free by the owner of the page, p possibly interior to its block. */
+static void heap_free_local(hz_heap_t *heap, hz_page_t *page, void *p) {
+  hz_block_t *block = page->has_aligned ? hz_page_block_of(page, p) : p;
+  HZ_ASSERT(page->used > 0);
+  block->next = page->local_free;
+  page->local_free = block;
+  page->used--;
+  if (page->in_full) heap_unfull(heap, page);
+  if (page->used == 0) hz_heap_page_emptied(heap, page);
+  hz_page_check(page);
+}
+
+void hz_heap_invalid_pointer(const char *what, const void *p,
+                             const char *context) {
+  hz_os_message("error: %s of %p (%s)", what, p, context);
+}
+
+static void heap_free_remote(hz_heap_t *heap, hz_page_t *page, void *p) {
+  hz_block_t *block = p;
+  hz_remote_push(&page->heap->inbox, block, block);
+  if (heap->state != HZ_HEAP_EMPTY) heap->stats.remote_frees++;
+}
+
+void hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
+                          void *p) {
+  if (page->heap == heap) {
+    heap_free_local(heap, page, p);
+  } else if (page->heap != NULL) {
+    heap_free_remote(heap, page, p);
+  } else if (seg->kind == HZ_SEGMENT_LARGE && hz_large_owns(seg, p)) {
+    hz_large_free(seg, p);
+  } else {
+    hz_heap_invalid_pointer("invalid free", p, "not an allocated block");
+  }
+}
+
+/* Give every block in the inbox back to its page. */
+static void heap_drain_inbox(hz_heap_t *heap) {
+  hz_block_t *block = hz_remote_take_all(&heap->inbox);
+  if (block == NULL) return;
+  heap->stats.inbox_drains++;
+  while (block != NULL) {
+    hz_block_t *next = block->next;
+    hz_segment_t *seg = hz_segment_of(block);
+    hz_page_t *page = hz_segment_page_of(seg, block);
+    HZ_ASSERT(page->heap == heap);
+    heap_free_local(heap, page, block);
+    heap->stats.drained_blocks++;
+    block = next;
+  }
+}
+
+/* ---------------------------------------------------------------------------
+ * Allocating
+ * ------------------------------------------------------------------------- */
+/* A page of class `cls` with a free block, now first in its queue. */
+static hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls) {
+  hz_page_queue_t *q = &heap->queues[cls];
+  hz_page_t *page = q->first;
+  while (page != NULL) {
+    hz_page_t *next = page->next;
+    hz_page_collect(page);
+    if (page->free != NULL || hz_page_extend(page)) {
+      if (page != q->first) {
+        queue_remove(q, page);
+        queue_push_front(q, page);
+      }
+      return page;
+    }
+    queue_remove(q, page);
+    page->in_full = 1;
+    queue_push_back(&heap->full, page);
+    page = next;
+  }
+  size_t block_size = hz_sizeclass_block_size(cls);
+  page = hz_segment_page_alloc(hz_segment_kind_for(block_size));
+  if (page == NULL) return NULL;
+  heap->stats.pages_acquired++;
+  hz_page_init(page, heap, cls);
+  hz_page_extend(page);
+  queue_push_front(q, page);
+  return page;
+}
+
+void *hz_heap_malloc_slow(hz_heap_t *heap, size_t size) {
+  if (heap->state == HZ_HEAP_EMPTY) {
+    heap = hz_thread_attach();
+    if (heap == NULL) {
+      errno = ENOMEM;
+      return NULL;
+    }
+  }
+  if (size > HZ_SMALL_MAX) return hz_large_alloc(size, 0);
+  heap->stats.slow_mallocs++;
+  if (hz_remote_pending(&heap->inbox)) heap_drain_inbox(heap);
+  uint8_t cls = hz_sizeclass_of(size);
+  hz_page_t *page = heap->direct[cls];
+  if (page->free == NULL) {
+    page = heap_find_page(heap, cls);
+    heap->direct[cls] = page != NULL ? page : EMPTY_PAGE;
+    if (page == NULL) {
+      errno = ENOMEM;
+      return NULL;
+    }
+  }
+  hz_block_t *block = page->free;
+  page->free = block->next;
+  page->used++;
+  hz_page_check(page);
+  return block;
+}
+
+/* ---------------------------------------------------------------------------
+ * Lifecycle
+ * ------------------------------------------------------------------------- */
+/* Return what the heap can: drain its inbox and retire its empty pages.
+ * Pages with live blocks stay with the heap while it is pooled. */
+void hz_heap_flush(hz_heap_t *heap) {
+  heap_drain_inbox(heap);
+  for (int c = 0; c < HZ_CLASS_COUNT; c++) {
+    heap->direct[c] = EMPTY_PAGE;
+    hz_page_t *page = heap->queues[c].first;
+    while (page != NULL) {
+      hz_page_t *next = page->next;
+      if (page->used == 0) heap_retire_page(heap, page);
+      page = next;
+    }
+    heap_update_direct(heap, (uint8_t)c);
+  }
+}
+
+void hz_heap_summarize_one(const hz_heap_t *heap, hz_heap_summary_t *out) {
+  hz_stats_heap_add(&out->counters, &heap->stats);
+  out->heaps_total++;
+  if (heap->state == HZ_HEAP_POOLED) out->heaps_pooled++;
+  for (int c = 0; c <= HZ_CLASS_COUNT; c++) {
+    const hz_page_queue_t *q = c < HZ_CLASS_COUNT ? &heap->queues[c] : &heap->full;
+    for (const hz_page_t *page = q->first; page != NULL; page = page->next) {
+      out->pages_in_use++;
+      out->blocks_live += page->used;
+      out->bytes_live += (size_t)page->used * page->block_size;
+    }
+  }
+}

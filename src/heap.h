@@ -1,0 +1,102 @@
+/* heap: the per-thread allocator state and the malloc/free fast paths.
+ *
+ * Every live thread owns one heap. A thread starts pointing at a constant
+ * empty heap whose pages have no free block, so the fast path needs no
+ * init check: the first malloc falls into the slow path, which gives the
+ * thread a real heap. Fields of a heap are touched only by its owner except
+ * the inbox (remote box) and the pool/list links (under the pool lock). */
+#ifndef HZ_HEAP_H
+#define HZ_HEAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "page.h"
+#include "remote.h"
+#include "segment.h"
+#include "sizeclass.h"
+#include "stats.h"
+
+typedef struct {
+  hz_page_t *first;
+  hz_page_t *last;
+} hz_page_queue_t;
+
+typedef enum { HZ_HEAP_EMPTY, HZ_HEAP_LIVE, HZ_HEAP_POOLED } hz_heap_state_t;
+
+typedef struct hz_heap_s {
+  /* Fast path: the page malloc pops from, per class (never NULL). */
+  hz_page_t *direct[HZ_CLASS_COUNT];
+  /* Pages of each class that may have free blocks; direct[c] is first. */
+  hz_page_queue_t queues[HZ_CLASS_COUNT];
+  /* Pages with no free block left (all classes). */
+  hz_page_queue_t full;
+  hz_inbox_t inbox;
+  hz_heap_stats_t stats;
+  hz_heap_state_t state;
+  struct hz_heap_s *next_all;    /* every heap ever made */
+  struct hz_heap_s *next_pooled; /* heaps waiting for a thread */
+} hz_heap_t;
+
+extern const hz_heap_t hz_heap_empty;
+extern HZ_TLS hz_heap_t *hz_heap_tls;
+
+HZ_INLINE hz_heap_t *hz_heap_current(void) { return hz_heap_tls; }
+
+void *hz_heap_malloc_slow(hz_heap_t *heap, size_t size);
+void hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
+                          void *p);
+void hz_heap_page_emptied(hz_heap_t *heap, hz_page_t *page);
+/* Report and ignore a pointer that is not a live hakozuna block. */
+void hz_heap_invalid_pointer(const char *what, const void *p,
+                             const char *context);
+
+/* Small-block malloc; size <= HZ_SMALL_MAX. */
+HZ_INLINE void *hz_heap_malloc_small(hz_heap_t *heap, size_t size) {
+  hz_page_t *page = heap->direct[hz_sizeclass_of(size)];
+  hz_block_t *block = page->free;
+  if (HZ_UNLIKELY(block == NULL)) return hz_heap_malloc_slow(heap, size);
+  page->free = block->next;
+  page->used++;
+  return block;
+}
+
+HZ_INLINE void *hz_heap_malloc(size_t size) {
+  hz_heap_t *heap = hz_heap_current();
+  if (HZ_LIKELY(size <= HZ_SMALL_MAX)) return hz_heap_malloc_small(heap, size);
+  return hz_heap_malloc_slow(heap, size);
+}
+
+HZ_INLINE void hz_heap_free(void *p) {
+  hz_segment_t *seg = hz_segment_of(p);
+  if (HZ_UNLIKELY(seg == NULL)) {
+    if (p != NULL) hz_heap_invalid_pointer("invalid free", p, "not allocated by hakozuna");
+    return;
+  }
+  hz_page_t *page = hz_segment_page_of(seg, p);
+  hz_heap_t *heap = hz_heap_current();
+  if (HZ_LIKELY(page->heap == heap) &&
+      HZ_LIKELY((page->in_full | page->has_aligned) == 0)) {
+    hz_block_t *block = p;
+    block->next = page->local_free;
+    page->local_free = block;
+    if (HZ_UNLIKELY(--page->used == 0)) hz_heap_page_emptied(heap, page);
+    return;
+  }
+  hz_heap_free_generic(heap, seg, page, p);
+}
+
+/* Thread lifecycle (called by init). */
+hz_heap_t *hz_heap_acquire(void);
+void hz_heap_release(hz_heap_t *heap);
+/* Merge what every heap knows into one summary. */
+void hz_heap_summarize(hz_heap_summary_t *out);
+
+/* fork: hold the pool lock across fork; in the child, pool the heaps of
+ * threads that no longer exist. */
+void hz_heap_fork_prepare(void);
+void hz_heap_fork_parent(void);
+void hz_heap_fork_child(hz_heap_t *survivor);
+
+#endif

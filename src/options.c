@@ -1,0 +1,90 @@
+/* options: name, default and description of every HZ_* option in one
+ * table; values are read from the environment on the first allocation. */
+#include "options.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <strings.h>
+
+#include "os.h"
+
+typedef struct {
+  const char *name; /* without the HZ_ prefix */
+  long value;       /* starts as the default */
+  const char *description;
+} option_entry_t;
+
+static option_entry_t option_table[HZ_OPTION_COUNT] = {
+    [HZ_OPTION_SHOW_STATS] = {"SHOW_STATS", 0,
+                              "print a statistics report to stderr at exit"},
+    [HZ_OPTION_VERBOSE] = {"VERBOSE", 0,
+                           "print the effective options at start-up"},
+};
+
+static bool parse_bool(const char *text, long *out) {
+  static const char *const truthy[] = {"on", "yes", "true"};
+  static const char *const falsy[] = {"off", "no", "false"};
+  for (size_t i = 0; i < 3; i++) {
+    if (strcasecmp(text, truthy[i]) == 0) return *out = 1, true;
+    if (strcasecmp(text, falsy[i]) == 0) return *out = 0, true;
+  }
+  return false;
+}
+
+bool hz_options_parse(const char *text, long *out) {
+  if (text == NULL || *text == 0) return false;
+  if (parse_bool(text, out)) return true;
+  int saved = errno;
+  errno = 0;
+  char *end = NULL;
+  long value = strtol(text, &end, 10);
+  bool ok = errno == 0 && end != text;
+  errno = saved;
+  if (!ok) return false;
+  long scale = 1;
+  switch (toupper((unsigned char)*end)) {
+  case 'K': scale = 1L << 10; end++; break;
+  case 'M': scale = 1L << 20; end++; break;
+  case 'G': scale = 1L << 30; end++; break;
+  default: break;
+  }
+  if (scale != 1 && (*end == 'i' || *end == 'I')) end++;
+  if (scale != 1 && (*end == 'b' || *end == 'B')) end++;
+  if (*end != 0) return false;
+  if (value > LONG_MAX / scale || value < LONG_MIN / scale) return false;
+  *out = value * scale;
+  return true;
+}
+
+void hz_options_init(void) {
+  char name[64] = "HZ_";
+  for (int i = 0; i < HZ_OPTION_COUNT; i++) {
+    option_entry_t *entry = &option_table[i];
+    size_t n = 3;
+    for (const char *s = entry->name; *s && n < sizeof name - 1; s++)
+      name[n++] = *s;
+    name[n] = 0;
+    const char *text = hz_os_getenv(name);
+    if (text == NULL) continue;
+    long value;
+    if (hz_options_parse(text, &value)) entry->value = value;
+    else
+      hz_os_message("warning: ignoring bad value %s=\"%s\" (keeping %ld)",
+                    name, text, entry->value);
+  }
+  if (hz_option_enabled(HZ_OPTION_VERBOSE)) hz_options_print();
+}
+
+long hz_option(hz_option_t option) { return option_table[option].value; }
+
+bool hz_option_enabled(hz_option_t option) {
+  return option_table[option].value != 0;
+}
+
+void hz_options_print(void) {
+  for (int i = 0; i < HZ_OPTION_COUNT; i++)
+    hz_os_message("option HZ_%s=%ld  (%s)", option_table[i].name,
+                  option_table[i].value, option_table[i].description);
+}

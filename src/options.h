@@ -1,0 +1,22 @@
+/* options: the one table of runtime options, read once from the
+ * environment as HZ_<NAME>. A bad value warns and keeps the default. */
+#ifndef HZ_OPTIONS_H
+#define HZ_OPTIONS_H
+
+#include <stdbool.h>
+
+typedef enum {
+  HZ_OPTION_SHOW_STATS, /* print the statistics report at exit */
+  HZ_OPTION_VERBOSE,    /* print the effective options at start-up */
+  HZ_OPTION_COUNT
+} hz_option_t;
+
+void hz_options_init(void);
+long hz_option(hz_option_t option);
+bool hz_option_enabled(hz_option_t option);
+/* Parse one value: booleans (1/0, on/off, yes/no, true/false) and integers
+ * with an optional K/M/G suffix. Returns false on a malformed value. */
+bool hz_options_parse(const char *text, long *out);
+void hz_options_print(void);
+
+#endif

@@ -1,0 +1,121 @@
+/* override: the libc/glibc names, each a thin forward to the hz_ API, so
+ * that LD_PRELOAD or static linking replaces the system allocator. Kept
+ * apart from api.c so that a build can use hz_ without taking over malloc
+ * (the ThreadSanitizer tests do). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "config.h"
+#include "hakozuna.h"
+#include "os.h"
+#include "stats.h"
+#include "thread.h"
+
+HZ_EXPORT void *malloc(size_t size) { return hz_malloc(size); }
+HZ_EXPORT void free(void *ptr) { hz_free(ptr); }
+HZ_EXPORT void *calloc(size_t n, size_t size) { return hz_calloc(n, size); }
+HZ_EXPORT void *realloc(void *ptr, size_t size) { return hz_realloc(ptr, size); }
+HZ_EXPORT void *reallocarray(void *ptr, size_t n, size_t size) {
+  return hz_reallocarray(ptr, n, size);
+}
+HZ_EXPORT void cfree(void *ptr) { hz_free(ptr); }
+HZ_EXPORT void free_sized(void *ptr, size_t size) { hz_free_sized(ptr, size); }
+HZ_EXPORT void free_aligned_sized(void *ptr, size_t alignment, size_t size) {
+  hz_free_aligned_sized(ptr, alignment, size);
+}
+
+HZ_EXPORT void *aligned_alloc(size_t alignment, size_t size) {
+  return hz_aligned_alloc(alignment, size);
+}
+HZ_EXPORT void *memalign(size_t alignment, size_t size) {
+  return hz_memalign(alignment, size);
+}
+HZ_EXPORT int posix_memalign(void **out, size_t alignment, size_t size) {
+  return hz_posix_memalign(out, alignment, size);
+}
+
+HZ_EXPORT void *valloc(size_t size) {
+  hz_process_init();
+  return hz_memalign(hz_os_page_size(), size);
+}
+
+/* glibc: the size rounded up to whole pages (one page for 0). */
+HZ_EXPORT void *pvalloc(size_t size) {
+  hz_process_init();
+  size_t page = hz_os_page_size();
+  if (size > HZ_REQUEST_MAX) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  size_t rounded = size == 0 ? page : HZ_ALIGN_UP(size, page);
+  return hz_memalign(page, rounded);
+}
+
+HZ_EXPORT size_t malloc_usable_size(void *ptr) { return hz_usable_size(ptr); }
+
+/* The __libc_ forms some programs call to reach "the real malloc". */
+HZ_EXPORT void *__libc_malloc(size_t size) { return hz_malloc(size); }
+HZ_EXPORT void __libc_free(void *ptr) { hz_free(ptr); }
+HZ_EXPORT void *__libc_calloc(size_t n, size_t size) { return hz_calloc(n, size); }
+HZ_EXPORT void *__libc_realloc(void *ptr, size_t size) {
+  return hz_realloc(ptr, size);
+}
+HZ_EXPORT void *__libc_memalign(size_t alignment, size_t size) {
+  return hz_memalign(alignment, size);
+}
+HZ_EXPORT void *__libc_valloc(size_t size) { return valloc(size); }
+HZ_EXPORT void *__libc_pvalloc(size_t size) { return pvalloc(size); }
+HZ_EXPORT int __posix_memalign(void **out, size_t alignment, size_t size) {
+  return hz_posix_memalign(out, alignment, size);
+}
+
+/* ---------------------------------------------------------------------------
+ * glibc extras
+ * ------------------------------------------------------------------------- */
+HZ_EXPORT int malloc_trim(size_t pad) {
+  (void)pad;
+  hz_collect(true);
+  return 1;
+}
+
+HZ_EXPORT struct mallinfo2 mallinfo2(void) {
+  hz_heap_summary_t heaps;
+  hz_thread_summarize(&heaps);
+  size_t mapped = hz_stats_mapped_bytes();
+  size_t large = hz_stats_large_live_bytes();
+  size_t arena = mapped > large ? mapped - large : 0;
+  struct mallinfo2 info;
+  memset(&info, 0, sizeof info);
+  info.arena = arena;
+  info.hblkhd = large;
+  info.uordblks = heaps.bytes_live;
+  info.fordblks = arena > heaps.bytes_live ? arena - heaps.bytes_live : 0;
+  info.usmblks = 0;
+  return info;
+}
+
+static int clamp_int(size_t v) { return v > 0x7fffffff ? 0x7fffffff : (int)v; }
+
+HZ_EXPORT struct mallinfo mallinfo(void) {
+  struct mallinfo2 wide = mallinfo2();
+  struct mallinfo info;
+  memset(&info, 0, sizeof info);
+  info.arena = clamp_int(wide.arena);
+  info.hblkhd = clamp_int(wide.hblkhd);
+  info.uordblks = clamp_int(wide.uordblks);
+  info.fordblks = clamp_int(wide.fordblks);
+  return info;
+}
+
+/* Options are set through HZ_* variables; accept and ignore glibc's. */
+HZ_EXPORT int mallopt(int param, int value) {
+  (void)param;
+  (void)value;
+  return 1;
+}
+
+HZ_EXPORT void malloc_stats(void) { hz_stats_print(); }

@@ -1,0 +1,85 @@
+/* page: carving a page into blocks of one class and moving blocks between
+ * its lists. Only the owning heap's thread calls these. */
+#include "page.h"
+
+#include <stdio.h>
+
+#include "sizeclass.h"
+
+/* Carve at most this many bytes of fresh blocks at a time, so a page's
+ * memory is touched only as it is needed. */
+#define PAGE_EXTEND_BYTES ((size_t)16 << 10)
+#define PAGE_EXTEND_MIN_BLOCKS 4
+
+void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id) {
+  size_t block_size = hz_sizeclass_block_size(class_id);
+  page->heap = heap;
+  page->class_id = class_id;
+  page->block_size = (uint32_t)block_size;
+  page->reserved = (uint32_t)((size_t)(page->end - page->start) / block_size);
+  page->capacity = 0;
+  page->used = 0;
+  page->free = NULL;
+  page->local_free = NULL;
+  page->in_full = 0;
+  page->has_aligned = 0;
+  page->next = page->prev = NULL;
+}
+
+void hz_page_collect(hz_page_t *page) {
+  if (page->free == NULL && page->local_free != NULL) {
+    page->free = page->local_free;
+    page->local_free = NULL;
+  }
+}
+
+bool hz_page_extend(hz_page_t *page) {
+  if (page->capacity >= page->reserved) return false;
+  size_t size = page->block_size;
+  size_t count = PAGE_EXTEND_BYTES / size;
+  if (count < PAGE_EXTEND_MIN_BLOCKS) count = PAGE_EXTEND_MIN_BLOCKS;
+  if (count > page->reserved - page->capacity)
+    count = page->reserved - page->capacity;
+  uint8_t *first = page->start + (size_t)page->capacity * size;
+  /* Link the new blocks in address order and put them before `free`. */
+  hz_block_t *last = (hz_block_t *)(first + (count - 1) * size);
+  for (uint8_t *p = first; p < (uint8_t *)last; p += size)
+    ((hz_block_t *)p)->next = (hz_block_t *)(p + size);
+  last->next = page->free;
+  page->free = (hz_block_t *)first;
+  page->capacity += (uint32_t)count;
+  return true;
+}
+
+hz_block_t *hz_page_block_of(const hz_page_t *page, const void *p) {
+  size_t offset = (size_t)((const uint8_t *)p - page->start);
+  return (hz_block_t *)(page->start + offset - offset % page->block_size);
+}
+
+bool hz_page_is_block_start(const hz_page_t *page, const void *p) {
+  const uint8_t *b = p;
+  if (b < page->start || b >= page->end) return false;
+  size_t offset = (size_t)(b - page->start);
+  return offset % page->block_size == 0 &&
+         offset / page->block_size < page->capacity;
+}
+
+#ifdef HZ_DEBUG
+static size_t list_length(const hz_page_t *page, const hz_block_t *b) {
+  size_t n = 0;
+  for (; b != NULL; b = b->next) {
+    HZ_ASSERT(hz_page_is_block_start(page, b));
+    n++;
+    HZ_ASSERT(n <= page->capacity);
+  }
+  return n;
+}
+
+void hz_page_check(const hz_page_t *page) {
+  HZ_ASSERT(page->heap != NULL);
+  HZ_ASSERT(page->capacity <= page->reserved);
+  size_t free_count = list_length(page, page->free);
+  size_t local_count = list_length(page, page->local_free);
+  HZ_ASSERT(page->used + free_count + local_count == page->capacity);
+}
+#endif

@@ -1,0 +1,169 @@
+/* segment: mapping, registering and recycling 4 MiB segments, and handing
+ * out their pages. One mutex guards the per-kind lists; it is taken only
+ * when a heap needs a fresh page or gives an empty one back, never on a
+ * malloc/free fast path.
+ *
+ * Invariants: a segment is in lists[kind] iff it has a free page; a
+ * segment with no used page is cached (up to SEGMENT_CACHE_MAX) or
+ * unmapped; the map entry of a segment is set for exactly as long as it is
+ * mapped. */
+#include "segment.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include "os.h"
+
+#define SEGMENT_CACHE_MAX 2
+
+_Atomic uint8_t hz_segment_map[HZ_SEGMENT_MAP_ENTRIES];
+
+_Static_assert(sizeof(hz_segment_t) <= HZ_SEGMENT_HEADER_SIZE,
+               "segment header too large");
+
+static pthread_mutex_t segment_lock = PTHREAD_MUTEX_INITIALIZER;
+static hz_segment_t *segment_lists[HZ_SEGMENT_KINDS];
+static hz_segment_t *segment_cache; /* empty segments, linked by next */
+static size_t segment_cache_count;
+static _Atomic size_t segment_live;
+
+void hz_segment_register(hz_segment_t *seg) {
+  size_t index = (uintptr_t)seg >> HZ_SEGMENT_SHIFT;
+  atomic_store_explicit(&hz_segment_map[index], 1, memory_order_release);
+  atomic_fetch_add_explicit(&segment_live, 1, memory_order_relaxed);
+}
+
+void hz_segment_unregister(hz_segment_t *seg) {
+  size_t index = (uintptr_t)seg >> HZ_SEGMENT_SHIFT;
+  atomic_store_explicit(&hz_segment_map[index], 0, memory_order_release);
+  atomic_fetch_sub_explicit(&segment_live, 1, memory_order_relaxed);
+}
+
+size_t hz_segment_count(void) {
+  return atomic_load_explicit(&segment_live, memory_order_relaxed);
+}
+
+hz_segment_kind_t hz_segment_kind_for(size_t block_size) {
+  if (block_size <= HZ_SMALL_BLOCK_MAX) return HZ_SEGMENT_SMALL;
+  if (block_size <= HZ_MEDIUM_BLOCK_MAX) return HZ_SEGMENT_MEDIUM;
+  return HZ_SEGMENT_BIG;
+}
+
+hz_segment_t *hz_segment_of_page(const hz_page_t *page) {
+  return (hz_segment_t *)((uintptr_t)page & ~(uintptr_t)HZ_SEGMENT_MASK);
+}
+
+static unsigned segment_page_shift(hz_segment_kind_t kind) {
+  switch (kind) {
+  case HZ_SEGMENT_SMALL: return HZ_SMALL_PAGE_SHIFT;
+  case HZ_SEGMENT_MEDIUM: return HZ_MEDIUM_PAGE_SHIFT;
+  default: return HZ_SEGMENT_SHIFT;
+  }
+}
+
+/* Lay out the header for `kind` and push every page on the free stack. */
+static void segment_format(hz_segment_t *seg, hz_segment_kind_t kind,
+                           bool fresh) {
+  memset(seg, 0, sizeof *seg);
+  unsigned shift = segment_page_shift(kind);
+  seg->kind = (uint8_t)kind;
+  seg->page_shift = (uint8_t)shift;
+  seg->page_count = (uint16_t)(HZ_SEGMENT_SIZE >> shift);
+  seg->map_size = HZ_SEGMENT_SIZE;
+  uint8_t *base = (uint8_t *)seg;
+  for (int i = seg->page_count - 1; i >= 0; i--) {
+    hz_page_t *page = &seg->pages[i];
+    page->page_index = (uint32_t)i;
+    page->start = base + ((size_t)i << shift);
+    if (i == 0) page->start = base + HZ_SEGMENT_HEADER_SIZE;
+    page->end = base + ((size_t)(i + 1) << shift);
+    page->is_zero = fresh;
+    page->next = seg->free_pages;
+    seg->free_pages = page;
+  }
+}
+
+static void list_push(hz_segment_t **list, hz_segment_t *seg) {
+  seg->prev = NULL;
+  seg->next = *list;
+  if (*list != NULL) (*list)->prev = seg;
+  *list = seg;
+}
+
+static void list_remove(hz_segment_t **list, hz_segment_t *seg) {
+  if (seg->prev != NULL) seg->prev->next = seg->next;
+  else *list = seg->next;
+  if (seg->next != NULL) seg->next->prev = seg->prev;
+  seg->next = seg->prev = NULL;
+}
+
+static hz_segment_t *segment_new(hz_segment_kind_t kind) {
+  hz_segment_t *seg = segment_cache;
+  bool fresh = false;
+  if (seg != NULL) {
+    segment_cache = seg->next;
+    segment_cache_count--;
+  } else {
+    seg = hz_os_map_aligned(HZ_SEGMENT_SIZE, HZ_SEGMENT_SIZE);
+    if (seg == NULL) return NULL;
+    hz_segment_register(seg);
+    fresh = true;
+  }
+  segment_format(seg, kind, fresh);
+  return seg;
+}
+
+static void segment_release(hz_segment_t *seg) {
+  if (segment_cache_count < SEGMENT_CACHE_MAX) {
+    seg->next = segment_cache;
+    segment_cache = seg;
+    segment_cache_count++;
+    return;
+  }
+  hz_segment_unregister(seg);
+  hz_os_unmap(seg, HZ_SEGMENT_SIZE);
+}
+
+hz_page_t *hz_segment_page_alloc(hz_segment_kind_t kind) {
+  pthread_mutex_lock(&segment_lock);
+  hz_segment_t *seg = segment_lists[kind];
+  if (seg == NULL) {
+    seg = segment_new(kind);
+    if (seg != NULL) list_push(&segment_lists[kind], seg);
+  }
+  hz_page_t *page = NULL;
+  if (seg != NULL) {
+    page = seg->free_pages;
+    seg->free_pages = page->next;
+    page->next = page->prev = NULL;
+    seg->used_pages++;
+    if (seg->free_pages == NULL) list_remove(&segment_lists[kind], seg);
+  }
+  pthread_mutex_unlock(&segment_lock);
+  return page;
+}
+
+void hz_segment_page_free(hz_page_t *page) {
+  hz_segment_t *seg = hz_segment_of_page(page);
+  pthread_mutex_lock(&segment_lock);
+  page->heap = NULL;
+  page->class_id = 0;
+  page->is_zero = 0;
+  page->free = page->local_free = NULL;
+  page->next = seg->free_pages;
+  page->prev = NULL;
+  if (seg->free_pages == NULL) list_push(&segment_lists[seg->kind], seg);
+  seg->free_pages = page;
+  seg->used_pages--;
+  if (seg->used_pages == 0) {
+    list_remove(&segment_lists[seg->kind], seg);
+    segment_release(seg);
+  }
+  pthread_mutex_unlock(&segment_lock);
+}
+
+void hz_segment_fork_prepare(void) { pthread_mutex_lock(&segment_lock); }
+void hz_segment_fork_parent(void) { pthread_mutex_unlock(&segment_lock); }
+void hz_segment_fork_child(void) {
+  pthread_mutex_init(&segment_lock, NULL);
+}

@@ -1,0 +1,80 @@
+/* segment: 4 MiB chunks of address space aligned to their size, the map
+ * that answers "is this pointer ours?" with one load, and the page
+ * descriptors kept in each segment's header.
+ *
+ * A segment holds pages of one kind. Pointer -> segment: ((p - 1) & ~mask),
+ * so a block that starts exactly at the end of a 4 MiB unit (large blocks
+ * aligned to 4 MiB) still maps to the segment that holds its header.
+ * Segment -> page: (p - segment) >> page_shift. */
+#ifndef HZ_SEGMENT_H
+#define HZ_SEGMENT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "page.h"
+
+typedef enum {
+  HZ_SEGMENT_SMALL,  /* 64 KiB pages */
+  HZ_SEGMENT_MEDIUM, /* 512 KiB pages */
+  HZ_SEGMENT_BIG,    /* one page spanning the segment */
+  HZ_SEGMENT_LARGE,  /* one large block, owned by the large box */
+  HZ_SEGMENT_KINDS
+} hz_segment_kind_t;
+
+typedef struct hz_segment_s {
+  uint8_t kind;
+  uint8_t page_shift;
+  uint16_t page_count;
+  uint16_t used_pages;
+  size_t map_size; /* bytes mapped from the segment start (large blocks) */
+  struct hz_segment_s *next; /* segments of this kind with a free page */
+  struct hz_segment_s *prev;
+  hz_page_t *free_pages;
+  /* One spare descriptor: a pointer exactly at the segment end indexes it. */
+  hz_page_t pages[HZ_PAGES_PER_SEGMENT + 1];
+} hz_segment_t;
+
+#define HZ_SEGMENT_HEADER_SIZE ((size_t)8 << 10)
+#define HZ_SEGMENT_MAP_ENTRIES ((size_t)1 << (47 - HZ_SEGMENT_SHIFT))
+
+extern _Atomic uint8_t hz_segment_map[HZ_SEGMENT_MAP_ENTRIES];
+
+/* The segment holding p, or NULL when p is not ours (NULL included). */
+HZ_INLINE hz_segment_t *hz_segment_of(const void *p) {
+  uintptr_t base = ((uintptr_t)p - 1) & ~(uintptr_t)HZ_SEGMENT_MASK;
+  size_t index = base >> HZ_SEGMENT_SHIFT;
+  if (HZ_UNLIKELY(index >= HZ_SEGMENT_MAP_ENTRIES)) return NULL;
+  if (HZ_UNLIKELY(!atomic_load_explicit(&hz_segment_map[index],
+                                        memory_order_relaxed)))
+    return NULL;
+  return (hz_segment_t *)base;
+}
+
+HZ_INLINE hz_page_t *hz_segment_page_of(hz_segment_t *seg, const void *p) {
+  return &seg->pages[((uintptr_t)p - (uintptr_t)seg) >> seg->page_shift];
+}
+
+/* Kind of segment that holds pages for blocks of block_size. */
+hz_segment_kind_t hz_segment_kind_for(size_t block_size);
+/* A free page of the given kind (start/end set, owner unset), or NULL. */
+hz_page_t *hz_segment_page_alloc(hz_segment_kind_t kind);
+/* Give a page with no live block back to its segment. */
+void hz_segment_page_free(hz_page_t *page);
+hz_segment_t *hz_segment_of_page(const hz_page_t *page);
+
+/* Large blocks: a segment header in front of one mapping. */
+void hz_segment_register(hz_segment_t *seg);
+void hz_segment_unregister(hz_segment_t *seg);
+
+/* fork support: hold / release the segment lock around fork(). */
+void hz_segment_fork_prepare(void);
+void hz_segment_fork_parent(void);
+void hz_segment_fork_child(void);
+
+/* Counters for the stats report. */
+size_t hz_segment_count(void);
+
+#endif

@@ -1,0 +1,61 @@
+/* stats: process-wide counters and the report printed by HZ_SHOW_STATS=1
+ * and hz_stats_print(). */
+#include "stats.h"
+
+#include <stdatomic.h>
+
+#include "os.h"
+
+static _Atomic uint64_t mmap_calls, munmap_calls, madvise_calls;
+static _Atomic size_t mapped_bytes, discarded_bytes;
+static _Atomic uint64_t large_allocs, large_frees;
+static _Atomic size_t large_live_bytes;
+
+#define ADD(counter, n) atomic_fetch_add_explicit(&(counter), (n), memory_order_relaxed)
+#define SUB(counter, n) atomic_fetch_sub_explicit(&(counter), (n), memory_order_relaxed)
+#define GET(counter) atomic_load_explicit(&(counter), memory_order_relaxed)
+
+void hz_stats_count_mmap(size_t bytes) { ADD(mmap_calls, 1); ADD(mapped_bytes, bytes); }
+void hz_stats_count_munmap(size_t bytes) { ADD(munmap_calls, 1); SUB(mapped_bytes, bytes); }
+void hz_stats_count_madvise(size_t bytes) { ADD(madvise_calls, 1); ADD(discarded_bytes, bytes); }
+void hz_stats_count_large_alloc(size_t bytes) { ADD(large_allocs, 1); ADD(large_live_bytes, bytes); }
+void hz_stats_count_large_free(size_t bytes) { ADD(large_frees, 1); SUB(large_live_bytes, bytes); }
+
+size_t hz_stats_mapped_bytes(void) { return GET(mapped_bytes); }
+size_t hz_stats_large_live_bytes(void) { return GET(large_live_bytes); }
+
+void hz_stats_heap_add(hz_heap_stats_t *into, const hz_heap_stats_t *from) {
+  into->pages_acquired += from->pages_acquired;
+  into->pages_retired += from->pages_retired;
+  into->remote_frees += from->remote_frees;
+  into->inbox_drains += from->inbox_drains;
+  into->drained_blocks += from->drained_blocks;
+  into->slow_mallocs += from->slow_mallocs;
+}
+
+void hz_stats_report(const hz_heap_summary_t *h, size_t segments) {
+  const hz_heap_stats_t *c = &h->counters;
+  hz_os_print("hakozuna: stats report\n");
+  hz_os_print("  heaps          %zu (%zu pooled)\n", h->heaps_total,
+              h->heaps_pooled);
+  hz_os_print("  small live     %zu blocks, %zu bytes, %zu pages in use\n",
+              h->blocks_live, h->bytes_live, h->pages_in_use);
+  hz_os_print("  pages          %llu acquired, %llu retired\n",
+              (unsigned long long)c->pages_acquired,
+              (unsigned long long)c->pages_retired);
+  hz_os_print("  slow mallocs   %llu\n", (unsigned long long)c->slow_mallocs);
+  hz_os_print("  remote frees   %llu, %llu inbox drains, %llu blocks drained\n",
+              (unsigned long long)c->remote_frees,
+              (unsigned long long)c->inbox_drains,
+              (unsigned long long)c->drained_blocks);
+  hz_os_print("  large          %llu allocs, %llu frees, %zu bytes live\n",
+              (unsigned long long)GET(large_allocs),
+              (unsigned long long)GET(large_frees), GET(large_live_bytes));
+  hz_os_print("  segments       %zu live\n", segments);
+  hz_os_print("  os             %llu mmap, %llu munmap, %llu madvise; "
+              "%zu bytes mapped\n",
+              (unsigned long long)GET(mmap_calls),
+              (unsigned long long)GET(munmap_calls),
+              (unsigned long long)GET(madvise_calls), GET(mapped_bytes));
+  hz_os_print("  rss            %zu bytes\n", hz_os_rss());
+}

@@ -1,0 +1,155 @@
+/* thread: process start-up, heap <-> thread binding, the heap pool and
+ * fork handling.
+ *
+ * Start-up uses only the os and options boxes. pthread_key_create,
+ * pthread_atfork and pthread_setspecific are called only once the calling
+ * thread's heap is installed, so any allocation they make is served.
+ *
+ * Heaps are never unmapped: a block's page may name a heap long after its
+ * thread exited, and a remote free must always find a valid inbox. */
+#include "thread.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "options.h"
+#include "os.h"
+
+#define HEAP_CHUNK_SIZE ((size_t)64 << 10)
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static hz_heap_t *heaps_all;    /* every heap, linked by next_all */
+static hz_heap_t *heaps_pooled; /* linked by next_pooled */
+static uint8_t *heap_chunk;     /* bump allocation of new heaps */
+static size_t heap_chunk_left;
+
+static pthread_key_t thread_key;
+static _Atomic int process_state; /* 0 new, 1 starting, 2 ready */
+static _Atomic int hooks_state;   /* 0 none, 1 installing, 2 installed */
+
+/* ---------------------------------------------------------------------------
+ * Process start-up
+ * ------------------------------------------------------------------------- */
+void hz_process_init(void) {
+  int expected = 0;
+  if (atomic_load_explicit(&process_state, memory_order_acquire) == 2) return;
+  if (atomic_compare_exchange_strong(&process_state, &expected, 1)) {
+    hz_os_init();
+    hz_options_init();
+    atomic_store_explicit(&process_state, 2, memory_order_release);
+    return;
+  }
+  while (atomic_load_explicit(&process_state, memory_order_acquire) != 2) {
+  }
+}
+
+/* ---------------------------------------------------------------------------
+ * The heap pool
+ * ------------------------------------------------------------------------- */
+static hz_heap_t *heap_new_locked(void) {
+  size_t size = HZ_ALIGN_UP(sizeof(hz_heap_t), 64);
+  if (heap_chunk_left < size) {
+    heap_chunk = hz_os_map(HEAP_CHUNK_SIZE);
+    if (heap_chunk == NULL) return NULL;
+    heap_chunk_left = HEAP_CHUNK_SIZE;
+  }
+  hz_heap_t *heap = (hz_heap_t *)heap_chunk;
+  heap_chunk += size;
+  heap_chunk_left -= size;
+  hz_heap_init(heap);
+  heap->next_all = heaps_all;
+  heaps_all = heap;
+  return heap;
+}
+
+static hz_heap_t *heap_take(void) {
+  pthread_mutex_lock(&pool_lock);
+  hz_heap_t *heap = heaps_pooled;
+  if (heap != NULL) {
+    heaps_pooled = heap->next_pooled;
+    heap->next_pooled = NULL;
+    heap->state = HZ_HEAP_LIVE;
+  } else {
+    heap = heap_new_locked();
+  }
+  pthread_mutex_unlock(&pool_lock);
+  return heap;
+}
+
+static void heap_pool_locked(hz_heap_t *heap) {
+  heap->state = HZ_HEAP_POOLED;
+  heap->next_pooled = heaps_pooled;
+  heaps_pooled = heap;
+}
+
+/* ---------------------------------------------------------------------------
+ * Thread binding
+ * ------------------------------------------------------------------------- */
+static void thread_exit(void *value) {
+  hz_heap_t *heap = value;
+  if (heap == NULL || heap != hz_heap_tls) return;
+  hz_heap_flush(heap);
+  hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
+  pthread_mutex_lock(&pool_lock);
+  heap_pool_locked(heap);
+  pthread_mutex_unlock(&pool_lock);
+}
+
+static void fork_prepare(void) {
+  hz_heap_fork_prepare();
+  hz_segment_fork_prepare();
+}
+
+static void fork_parent(void) {
+  hz_segment_fork_parent();
+  hz_heap_fork_parent();
+}
+
+static void fork_child(void) {
+  hz_segment_fork_child();
+  hz_heap_fork_child(hz_heap_tls);
+}
+
+static void install_hooks(void) {
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&hooks_state, &expected, 1)) {
+    while (atomic_load_explicit(&hooks_state, memory_order_acquire) != 2) {
+    }
+    return;
+  }
+  pthread_key_create(&thread_key, thread_exit);
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+  atomic_store_explicit(&hooks_state, 2, memory_order_release);
+}
+
+hz_heap_t *hz_thread_attach(void) {
+  hz_process_init();
+  hz_heap_t *heap = heap_take();
+  if (heap == NULL) return NULL;
+  hz_heap_tls = heap;
+  install_hooks();
+  pthread_setspecific(thread_key, heap);
+  return heap;
+}
+
+/* ---------------------------------------------------------------------------
+ * fork
+ * ------------------------------------------------------------------------- */
+void hz_heap_fork_prepare(void) { pthread_mutex_lock(&pool_lock); }
+void hz_heap_fork_parent(void) { pthread_mutex_unlock(&pool_lock); }
+
+void hz_heap_fork_child(hz_heap_t *survivor) {
+  pthread_mutex_init(&pool_lock, NULL);
+  for (hz_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all)
+    if (heap->state == HZ_HEAP_LIVE && heap != survivor)
+      heap_pool_locked(heap);
+}
+
+void hz_thread_summarize(hz_heap_summary_t *out) {
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&pool_lock);
+  for (hz_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all)
+    hz_heap_summarize_one(heap, out);
+  pthread_mutex_unlock(&pool_lock);
+}

@@ -1,0 +1,23 @@
+/* thread: binding heaps to threads. A thread gets a heap on its first
+ * slow-path malloc (a pooled one if any, else a new one); at thread exit
+ * the heap is flushed and pooled for the next thread. Also owns the fork
+ * handlers and the process-wide start-up. */
+#ifndef HZ_THREAD_H
+#define HZ_THREAD_H
+
+#include "heap.h"
+
+/* Give the calling thread a heap (initialising the process on the first
+ * call); NULL if out of memory. */
+hz_heap_t *hz_thread_attach(void);
+/* Make sure options and the OS layer are initialised. */
+void hz_process_init(void);
+/* Summary over every heap, for the stats report. */
+void hz_thread_summarize(hz_heap_summary_t *out);
+
+/* Defined in heap.c, used here. */
+void hz_heap_init(hz_heap_t *heap);
+void hz_heap_flush(hz_heap_t *heap);
+void hz_heap_summarize_one(const hz_heap_t *heap, hz_heap_summary_t *out);
+
+#endif
