@@ -94,6 +94,7 @@ HZ_EXPORT void *hz_reallocarray(void *ptr, size_t count, size_t size) {
  * the first aligned address inside; the page remembers that its blocks may
  * be freed through interior pointers. */
 static void *api_aligned_small(size_t alignment, size_t size) {
+  if (size == 0) size = 1; /* the aligned address must stay inside */
   size_t padded = size + alignment - HZ_MIN_ALIGN;
   uint8_t *block = hz_heap_malloc(padded);
   if (block == NULL) return NULL;

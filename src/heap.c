@@ -96,8 +96,8 @@ static void heap_free_local(hz_heap_t *heap, hz_page_t *page, void *p) {
   page->local_free = block;
   page->used--;
   if (page->in_full) heap_unfull(heap, page);
-  if (page->used == 0) hz_heap_page_emptied(heap, page);
   hz_page_check(page);
+  if (page->used == 0) hz_heap_page_emptied(heap, page);
 }
 
 void hz_heap_invalid_pointer(const char *what, const void *p,

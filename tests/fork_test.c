@@ -52,6 +52,21 @@
 #define GRANDCHILD_TIMEOUT_MS 8000
 #define MAX_REPORTS 30
 
+/* ThreadSanitizer cannot start threads in the child of a multi-threaded
+ * fork ("dup thread with used id", die_after_fork). Under TSan the child's
+ * and grandchild's "threads" therefore run their work inline; every other
+ * build creates real threads in them. */
+#if defined(__SANITIZE_THREAD__)
+#define THREADS_IN_CHILD 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define THREADS_IN_CHILD 0
+#endif
+#endif
+#ifndef THREADS_IN_CHILD
+#define THREADS_IN_CHILD 1
+#endif
+
 /* Exit codes of children and grandchildren */
 #define EX_OK 0
 #define EX_CORRUPT 2
@@ -303,6 +318,26 @@ static void *helper_thread(void *arg) {
   return NULL;
 }
 
+/* Start helper_thread(j) on a new thread (inline under TSan, see above).
+ * Returns 0 on success. */
+static int start_helper(pthread_t *th, struct thread_job *j) {
+#if THREADS_IN_CHILD
+  return pthread_create(th, NULL, helper_thread, j);
+#else
+  (void)th;
+  helper_thread(j);
+  return 0;
+#endif
+}
+
+static void join_helper(pthread_t th) {
+#if THREADS_IN_CHILD
+  pthread_join(th, NULL);
+#else
+  (void)th;
+#endif
+}
+
 /* Wait for pid for at most timeout_ms. Returns the waitpid status, or -1 if
  * it timed out (the process is then killed and reaped). */
 static int wait_with_timeout(pid_t pid, int timeout_ms) {
@@ -337,13 +372,13 @@ grandchild_main(void **blocks, int n, unsigned tag) {
   }
   errors += churn(&rng, tag, 500, 32, "grandchild");
   struct thread_job j = {NULL, 0, tag + 1, 400, 0};
-  pthread_t th;
-  int rc = pthread_create(&th, NULL, helper_thread, &j);
+  pthread_t th = 0;
+  int rc = start_helper(&th, &j);
   if (rc != 0) {
     report("grandchild: pthread_create failed: %s", strerror(rc));
     errors++;
   } else {
-    pthread_join(th, NULL);
+    join_helper(th);
     errors += j.errors;
   }
   _exit(errors ? EX_CORRUPT : EX_OK);
@@ -380,8 +415,8 @@ child_main(void **pre, int npre, unsigned tag) {
 
   /* 5. A new thread frees part B and churns, while we fork a grandchild. */
   struct thread_job j = {part_b, third, tag + 1, 1000, 0};
-  pthread_t th;
-  int rc = pthread_create(&th, NULL, helper_thread, &j);
+  pthread_t th = 0;
+  int rc = start_helper(&th, &j);
   if (rc != 0) {
     report("child: pthread_create failed: %s", strerror(rc));
     _exit(EX_CORRUPT);
@@ -409,7 +444,7 @@ child_main(void **pre, int npre, unsigned tag) {
     else
       t_free(mine);
   }
-  pthread_join(th, NULL);
+  join_helper(th);
   errors += j.errors;
   errors += churn(&rng, tag, 500, 32, "child after join");
 
@@ -556,10 +591,11 @@ int main(int argc, char **argv) {
           "fork_test: forks=%lu ok=%lu deadlocks=%lu crashes=%lu "
           "child_corrupt=%lu grandchild_failed=%lu grandchild_deadlocks=%lu "
           "other=%lu parent_errors=%lu bg_ops=%lu bg_remote_frees=%lu "
-          "bg_errors=%lu secs=%.2f\n",
+          "bg_errors=%lu secs=%.2f%s\n",
           forks, ok, deadlocks, crashes, corrupt, gc_fail, gc_deadlock, other,
           main_errors, atomic_load(&bg_ops), atomic_load(&bg_remote_frees),
-          bge, secs);
+          bge, secs,
+          THREADS_IN_CHILD ? "" : " (TSan: no threads in children)");
   CHECK_MSG(deadlocks == 0, "%lu children deadlocked", deadlocks);
   CHECK_MSG(gc_deadlock == 0, "%lu grandchildren deadlocked", gc_deadlock);
   CHECK_MSG(crashes == 0, "%lu children crashed", crashes);
