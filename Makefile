@@ -9,9 +9,12 @@ all: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
 $(BUILD)/CMakeCache.txt:
+	@scripts/install-deps.sh
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 
-test: all
+test:
+	@scripts/install-deps.sh
+	$(MAKE) all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 bench: all

@@ -34,6 +34,8 @@ void __libc_free(void *ptr);
 void *__libc_calloc(size_t count, size_t size);
 void *__libc_realloc(void *ptr, size_t size);
 void *__libc_memalign(size_t alignment, size_t size);
+void *__libc_valloc(size_t size);
+void *__libc_pvalloc(size_t size);
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
@@ -65,19 +67,39 @@ static size_t expected_alignment(size_t alignment) {
   return a < 16 ? 16 : a;
 }
 
+/* The fill pattern: byte i of a block is byte (i % 8) of word(i / 8), so
+ * bulk fills and checks go a word at a time; the word depends on the seed
+ * and the offset, so blocks with different seeds never look alike. */
+static uint64_t pattern_word(size_t k, unsigned seed) {
+  return (uint64_t)k * 0x9E3779B97F4A7C15ull +
+         ((uint64_t)seed + 1) * 0xD6E8FEB86659FD93ull;
+}
+
 static unsigned char pattern_byte(size_t i, unsigned seed) {
-  return (unsigned char)((i ^ (i >> 8) ^ (i >> 16)) * 31u + seed);
+  return (unsigned char)(pattern_word(i >> 3, seed) >> ((i & 7) * 8));
 }
 
 static void fill_range(void *p, size_t from, size_t to, unsigned seed) {
   unsigned char *b = p;
-  for (size_t i = from; i < to; i++) b[i] = pattern_byte(i, seed);
+  size_t i = from;
+  for (; i < to && (i & 7) != 0; i++) b[i] = pattern_byte(i, seed);
+  for (; i + 8 <= to; i += 8) {
+    uint64_t w = pattern_word(i >> 3, seed);
+    memcpy(b + i, &w, 8);
+  }
+  for (; i < to; i++) b[i] = pattern_byte(i, seed);
 }
 
 /* Index of the first byte in [0, n) that differs from the pattern, or n. */
 static size_t verify_range(const void *p, size_t n, unsigned seed) {
   const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++)
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, b + i, 8);
+    if (w != pattern_word(i >> 3, seed)) break;
+  }
+  for (; i < n; i++)
     if (b[i] != pattern_byte(i, seed)) return i;
   return n;
 }
@@ -1064,6 +1086,13 @@ static void test_mixing(void) {
   free(p);
   p = aligned_alloc(opaque(4096), opaque(4096));
   CHECK(p && aligned_to(p, 4096));
+  __libc_free(p);
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  p = __libc_valloc(opaque(100));
+  CHECK(p && aligned_to(p, page) && malloc_usable_size(p) >= 100);
+  free(p);
+  p = __libc_pvalloc(opaque(100));
+  CHECK(p && aligned_to(p, page) && malloc_usable_size(p) >= page);
   __libc_free(p);
 #ifdef HAVE_HZ_API
   current_section = "mixing hz_ and libc names";

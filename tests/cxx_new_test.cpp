@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 #include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <list>
 #include <map>
 #include <memory>
@@ -403,6 +405,26 @@ void expect_handler_then_null(const char *what, std::new_handler h, int limit,
   std::set_new_handler(nullptr);
 }
 
+// Runs f in a forked child so a std::terminate (an exception escaping a
+// noexcept operator) is reported as one failure and the rest still runs.
+template <class F>
+void isolated(const char *what, F f) {
+  std::fflush(stderr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int before = failures;
+    f();
+    std::fflush(stderr);
+    _exit(failures == before ? 0 : 1);
+  }
+  int status = 0;
+  bool ok = pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+            WEXITSTATUS(status) == 0;
+  EXPECT(ok, "%s: child %s %d", what,
+         WIFSIGNALED(status) ? "killed by signal" : "exit status",
+         WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+}
+
 void test_new_handler() {
   const std::size_t n = opaque(SIZE_MAX / 2);
   const std::align_val_t al{256};
@@ -422,14 +444,29 @@ void test_new_handler() {
   // nothrow forms run the same protocol, then return nullptr.
   expect_handler_then_null("operator new(nothrow)", uninstalling_handler, 3,
                            [n] { return ::operator new(n, std::nothrow); });
-  expect_handler_then_null("operator new[](nothrow)", throwing_handler, 2,
-                           [n] { return ::operator new[](n, std::nothrow); });
+  // A handler that throws bad_alloc: the nothrow forms (noexcept) must
+  // catch it and return nullptr, or the program terminates.
+  isolated("operator new[](nothrow) with throwing handler", [n] {
+    expect_handler_then_null("operator new[](nothrow)", throwing_handler, 2,
+                             [n] { return ::operator new[](n, std::nothrow); });
+  });
+  isolated("operator new(nothrow) with throwing handler", [n] {
+    expect_handler_then_null("operator new(nothrow)", throwing_handler, 1,
+                             [n] { return ::operator new(n, std::nothrow); });
+  });
   expect_handler_then_null(
       "operator new(align, nothrow)", uninstalling_handler, 2,
       [=] { return ::operator new(n, al, std::nothrow); });
-  expect_handler_then_null(
-      "operator new[](align, nothrow)", throwing_handler, 3,
-      [=] { return ::operator new[](n, al, std::nothrow); });
+  isolated("operator new[](align, nothrow) with throwing handler", [=] {
+    expect_handler_then_null(
+        "operator new[](align, nothrow)", throwing_handler, 3,
+        [=] { return ::operator new[](n, al, std::nothrow); });
+  });
+  isolated("operator new(align, nothrow) with throwing handler", [=] {
+    expect_handler_then_null(
+        "operator new(align, nothrow)", throwing_handler, 1,
+        [=] { return ::operator new(n, al, std::nothrow); });
+  });
   // A handler must not run when memory is available.
   handler_calls = 0;
   handler_limit = 1000;

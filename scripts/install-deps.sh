@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Install the Debian packages the build and the tests need, if missing.
+# Needs root (or sudo) only when something is actually missing.
+set -euo pipefail
+packages=(cmake make gcc g++ libtsan2 perl python3 coreutils)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "hakozuna: installing Debian packages: ${missing[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq "${missing[@]}"
