@@ -45,7 +45,8 @@ int hz_posix_memalign(void **out, size_t alignment, size_t size);
 size_t hz_usable_size(const void *ptr);
 /* Print the statistics report to stderr. */
 void hz_stats_print(void);
-/* Give cached memory back to the OS; force = do it now, regardless of delays. */
+/* Give cached memory back to the OS; force = do it now, regardless of delays.
+ */
 void hz_collect(bool force);
 
 #ifdef __cplusplus

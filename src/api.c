@@ -67,7 +67,8 @@ HZ_EXPORT void *hz_realloc(void *ptr, size_t size) {
     return NULL;
   }
   if (hz_segment_of(ptr) == NULL) {
-    hz_heap_invalid_pointer("invalid realloc", ptr, "not allocated by hakozuna");
+    hz_heap_invalid_pointer("invalid realloc", ptr,
+                            "not allocated by hakozuna");
     errno = ENOMEM;
     return NULL;
   }

@@ -9,21 +9,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HZ_LIKELY(x) __builtin_expect(!!(x), 1)
+#define HZ_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define HZ_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define HZ_INLINE static inline __attribute__((always_inline))
-#define HZ_NOINLINE __attribute__((noinline))
-#define HZ_EXPORT __attribute__((visibility("default")))
-#define HZ_TLS __thread __attribute__((tls_model("initial-exec")))
+#define HZ_INLINE      static inline __attribute__((always_inline))
+#define HZ_NOINLINE    __attribute__((noinline))
+#define HZ_EXPORT      __attribute__((visibility("default")))
+#define HZ_TLS         __thread __attribute__((tls_model("initial-exec")))
 
 #define HZ_SEGMENT_SHIFT 22
-#define HZ_SEGMENT_SIZE ((size_t)1 << HZ_SEGMENT_SHIFT)
-#define HZ_SEGMENT_MASK (HZ_SEGMENT_SIZE - 1)
+#define HZ_SEGMENT_SIZE  ((size_t)1 << HZ_SEGMENT_SHIFT)
+#define HZ_SEGMENT_MASK  (HZ_SEGMENT_SIZE - 1)
 
-#define HZ_SMALL_PAGE_SHIFT 16  /* 64 KiB pages for blocks <= 8 KiB */
+#define HZ_SMALL_PAGE_SHIFT  16 /* 64 KiB pages for blocks <= 8 KiB */
 #define HZ_MEDIUM_PAGE_SHIFT 19 /* 512 KiB pages for blocks <= 64 KiB */
-#define HZ_SMALL_BLOCK_MAX ((size_t)8 << 10)
-#define HZ_MEDIUM_BLOCK_MAX ((size_t)64 << 10)
+#define HZ_SMALL_BLOCK_MAX   ((size_t)8 << 10)
+#define HZ_MEDIUM_BLOCK_MAX  ((size_t)64 << 10)
 #define HZ_PAGES_PER_SEGMENT (HZ_SEGMENT_SIZE >> HZ_SMALL_PAGE_SHIFT)
 
 /* Largest thread-cached block; anything bigger goes to the large box. */
@@ -37,8 +37,7 @@
 
 #ifdef HZ_DEBUG
 void hz_debug_fail(const char *expr, const char *file, int line);
-#define HZ_ASSERT(x)                                                          \
-  ((x) ? (void)0 : hz_debug_fail(#x, __FILE__, __LINE__))
+#define HZ_ASSERT(x) ((x) ? (void)0 : hz_debug_fail(#x, __FILE__, __LINE__))
 #else
 #define HZ_ASSERT(x) ((void)0)
 #endif

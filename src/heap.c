@@ -30,24 +30,32 @@ HZ_TLS hz_heap_t *hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
 static void queue_push_front(hz_page_queue_t *q, hz_page_t *page) {
   page->prev = NULL;
   page->next = q->first;
-  if (q->first != NULL) q->first->prev = page;
-  else q->last = page;
+  if (q->first != NULL)
+    q->first->prev = page;
+  else
+    q->last = page;
   q->first = page;
 }
 
 static void queue_push_back(hz_page_queue_t *q, hz_page_t *page) {
   page->next = NULL;
   page->prev = q->last;
-  if (q->last != NULL) q->last->next = page;
-  else q->first = page;
+  if (q->last != NULL)
+    q->last->next = page;
+  else
+    q->first = page;
   q->last = page;
 }
 
 static void queue_remove(hz_page_queue_t *q, hz_page_t *page) {
-  if (page->prev != NULL) page->prev->next = page->next;
-  else q->first = page->next;
-  if (page->next != NULL) page->next->prev = page->prev;
-  else q->last = page->prev;
+  if (page->prev != NULL)
+    page->prev->next = page->next;
+  else
+    q->first = page->next;
+  if (page->next != NULL)
+    page->next->prev = page->prev;
+  else
+    q->last = page->prev;
   page->next = page->prev = NULL;
 }
 
@@ -58,7 +66,8 @@ static void heap_update_direct(hz_heap_t *heap, uint8_t cls) {
 
 void hz_heap_init(hz_heap_t *heap) {
   memset(heap, 0, sizeof *heap);
-  for (int c = 0; c < HZ_CLASS_COUNT; c++) heap->direct[c] = EMPTY_PAGE;
+  for (int c = 0; c < HZ_CLASS_COUNT; c++)
+    heap->direct[c] = EMPTY_PAGE;
   heap->state = HZ_HEAP_LIVE;
 }
 
@@ -224,7 +233,8 @@ void hz_heap_summarize_one(const hz_heap_t *heap, hz_heap_summary_t *out) {
   out->heaps_total++;
   if (heap->state == HZ_HEAP_POOLED) out->heaps_pooled++;
   for (int c = 0; c <= HZ_CLASS_COUNT; c++) {
-    const hz_page_queue_t *q = c < HZ_CLASS_COUNT ? &heap->queues[c] : &heap->full;
+    const hz_page_queue_t *q =
+        c < HZ_CLASS_COUNT ? &heap->queues[c] : &heap->full;
     for (const hz_page_t *page = q->first; page != NULL; page = page->next) {
       out->pages_in_use++;
       out->blocks_live += page->used;

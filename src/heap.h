@@ -71,7 +71,8 @@ HZ_INLINE void *hz_heap_malloc(size_t size) {
 HZ_INLINE void hz_heap_free(void *p) {
   hz_segment_t *seg = hz_segment_of(p);
   if (HZ_UNLIKELY(seg == NULL)) {
-    if (p != NULL) hz_heap_invalid_pointer("invalid free", p, "not allocated by hakozuna");
+    if (p != NULL)
+      hz_heap_invalid_pointer("invalid free", p, "not allocated by hakozuna");
     return;
   }
   hz_page_t *page = hz_segment_page_of(seg, p);

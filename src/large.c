@@ -47,7 +47,8 @@ void *hz_large_alloc(size_t size, size_t align) {
 }
 
 int hz_large_owns(const hz_segment_t *seg, const void *p) {
-  return seg->kind == HZ_SEGMENT_LARGE && (const uint8_t *)p == seg->pages[0].start;
+  return seg->kind == HZ_SEGMENT_LARGE &&
+         (const uint8_t *)p == seg->pages[0].start;
 }
 
 void hz_large_free(hz_segment_t *seg, void *p) {

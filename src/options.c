@@ -45,9 +45,18 @@ bool hz_options_parse(const char *text, long *out) {
   if (!ok) return false;
   long scale = 1;
   switch (toupper((unsigned char)*end)) {
-  case 'K': scale = 1L << 10; end++; break;
-  case 'M': scale = 1L << 20; end++; break;
-  case 'G': scale = 1L << 30; end++; break;
+  case 'K':
+    scale = 1L << 10;
+    end++;
+    break;
+  case 'M':
+    scale = 1L << 20;
+    end++;
+    break;
+  case 'G':
+    scale = 1L << 30;
+    end++;
+    break;
   default: break;
   }
   if (scale != 1 && (*end == 'i' || *end == 'I')) end++;
@@ -69,10 +78,11 @@ void hz_options_init(void) {
     const char *text = hz_os_getenv(name);
     if (text == NULL) continue;
     long value;
-    if (hz_options_parse(text, &value)) entry->value = value;
+    if (hz_options_parse(text, &value))
+      entry->value = value;
     else
-      hz_os_message("warning: ignoring bad value %s=\"%s\" (keeping %ld)",
-                    name, text, entry->value);
+      hz_os_message("warning: ignoring bad value %s=\"%s\" (keeping %ld)", name,
+                    text, entry->value);
   }
   if (hz_option_enabled(HZ_OPTION_VERBOSE)) hz_options_print();
 }

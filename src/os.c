@@ -88,7 +88,8 @@ static void os_vprint(const char *prefix, const char *fmt, va_list ap) {
   size_t len = 0;
   if (prefix != NULL) len = (size_t)snprintf(buf, sizeof buf, "%s", prefix);
   int n = vsnprintf(buf + len, sizeof buf - len, fmt, ap);
-  if (n > 0) len += (size_t)n < sizeof buf - len ? (size_t)n : sizeof buf - len - 1;
+  if (n > 0)
+    len += (size_t)n < sizeof buf - len ? (size_t)n : sizeof buf - len - 1;
   if (prefix != NULL && len < sizeof buf - 1) buf[len++] = '\n';
   os_write_all(buf, len);
   errno = saved;

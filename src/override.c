@@ -18,7 +18,9 @@
 HZ_EXPORT void *malloc(size_t size) { return hz_malloc(size); }
 HZ_EXPORT void free(void *ptr) { hz_free(ptr); }
 HZ_EXPORT void *calloc(size_t n, size_t size) { return hz_calloc(n, size); }
-HZ_EXPORT void *realloc(void *ptr, size_t size) { return hz_realloc(ptr, size); }
+HZ_EXPORT void *realloc(void *ptr, size_t size) {
+  return hz_realloc(ptr, size);
+}
 HZ_EXPORT void *reallocarray(void *ptr, size_t n, size_t size) {
   return hz_reallocarray(ptr, n, size);
 }
@@ -60,7 +62,9 @@ HZ_EXPORT size_t malloc_usable_size(void *ptr) { return hz_usable_size(ptr); }
 /* The __libc_ forms some programs call to reach "the real malloc". */
 HZ_EXPORT void *__libc_malloc(size_t size) { return hz_malloc(size); }
 HZ_EXPORT void __libc_free(void *ptr) { hz_free(ptr); }
-HZ_EXPORT void *__libc_calloc(size_t n, size_t size) { return hz_calloc(n, size); }
+HZ_EXPORT void *__libc_calloc(size_t n, size_t size) {
+  return hz_calloc(n, size);
+}
 HZ_EXPORT void *__libc_realloc(void *ptr, size_t size) {
   return hz_realloc(ptr, size);
 }

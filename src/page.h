@@ -32,10 +32,10 @@ typedef struct hz_page_s {
   uint32_t reserved; /* blocks that fit in the page */
   uint32_t block_size;
   uint8_t class_id;
-  uint8_t in_full;     /* on the heap's full queue, not its class queue */
-  uint8_t has_aligned; /* some block was returned at an interior offset */
-  uint8_t is_zero;     /* never-used blocks past `capacity` are zero */
-  uint32_t page_index; /* index inside its segment */
+  uint8_t in_full;        /* on the heap's full queue, not its class queue */
+  uint8_t has_aligned;    /* some block was returned at an interior offset */
+  uint8_t is_zero;        /* never-used blocks past `capacity` are zero */
+  uint32_t page_index;    /* index inside its segment */
   struct hz_heap_s *heap; /* owner; NULL when the page is free */
   uint8_t *start;         /* first block */
   uint8_t *end;           /* end of the page's usable area */

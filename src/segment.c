@@ -91,8 +91,10 @@ static void list_push(hz_segment_t **list, hz_segment_t *seg) {
 }
 
 static void list_remove(hz_segment_t **list, hz_segment_t *seg) {
-  if (seg->prev != NULL) seg->prev->next = seg->next;
-  else *list = seg->next;
+  if (seg->prev != NULL)
+    seg->prev->next = seg->next;
+  else
+    *list = seg->next;
   if (seg->next != NULL) seg->next->prev = seg->prev;
   seg->next = seg->prev = NULL;
 }
@@ -164,6 +166,4 @@ void hz_segment_page_free(hz_page_t *page) {
 
 void hz_segment_fork_prepare(void) { pthread_mutex_lock(&segment_lock); }
 void hz_segment_fork_parent(void) { pthread_mutex_unlock(&segment_lock); }
-void hz_segment_fork_child(void) {
-  pthread_mutex_init(&segment_lock, NULL);
-}
+void hz_segment_fork_child(void) { pthread_mutex_init(&segment_lock, NULL); }

@@ -47,8 +47,8 @@ HZ_INLINE hz_segment_t *hz_segment_of(const void *p) {
   uintptr_t base = ((uintptr_t)p - 1) & ~(uintptr_t)HZ_SEGMENT_MASK;
   size_t index = base >> HZ_SEGMENT_SHIFT;
   if (HZ_UNLIKELY(index >= HZ_SEGMENT_MAP_ENTRIES)) return NULL;
-  if (HZ_UNLIKELY(!atomic_load_explicit(&hz_segment_map[index],
-                                        memory_order_relaxed)))
+  if (HZ_UNLIKELY(
+          !atomic_load_explicit(&hz_segment_map[index], memory_order_relaxed)))
     return NULL;
   return (hz_segment_t *)base;
 }

@@ -11,13 +11,19 @@
 
 #include "config.h"
 
-#define HZ_CLASS_COUNT 53 /* classes 1..52; 52 is 256 KiB */
+#define HZ_CLASS_COUNT   53 /* classes 1..52; 52 is 256 KiB */
 #define HZ_CLASS_LUT_MAX 1024
 
 extern const uint8_t hz_class_lut[HZ_CLASS_LUT_MAX / 16 + 1];
 extern const uint32_t hz_class_block_size[HZ_CLASS_COUNT];
 
-uint8_t hz_sizeclass_of_large(size_t size);
+/* Above 1024: four classes per power of two; 1025..1280 is class 21. */
+HZ_INLINE uint8_t hz_sizeclass_of_large(size_t size) {
+  size_t s = size - 1;
+  unsigned bit = 63u - (unsigned)__builtin_clzll(s); /* 2^bit <= s */
+  unsigned quarter = (unsigned)(s >> (bit - 2)) & 3u;
+  return (uint8_t)(21 + (bit - 10) * 4 + quarter);
+}
 
 /* Class for a request of `size` bytes, 1 <= size <= HZ_SMALL_MAX. */
 HZ_INLINE uint8_t hz_sizeclass_of(size_t size) {

@@ -11,15 +11,32 @@ static _Atomic size_t mapped_bytes, discarded_bytes;
 static _Atomic uint64_t large_allocs, large_frees;
 static _Atomic size_t large_live_bytes;
 
-#define ADD(counter, n) atomic_fetch_add_explicit(&(counter), (n), memory_order_relaxed)
-#define SUB(counter, n) atomic_fetch_sub_explicit(&(counter), (n), memory_order_relaxed)
+#define ADD(counter, n)                                                        \
+  atomic_fetch_add_explicit(&(counter), (n), memory_order_relaxed)
+#define SUB(counter, n)                                                        \
+  atomic_fetch_sub_explicit(&(counter), (n), memory_order_relaxed)
 #define GET(counter) atomic_load_explicit(&(counter), memory_order_relaxed)
 
-void hz_stats_count_mmap(size_t bytes) { ADD(mmap_calls, 1); ADD(mapped_bytes, bytes); }
-void hz_stats_count_munmap(size_t bytes) { ADD(munmap_calls, 1); SUB(mapped_bytes, bytes); }
-void hz_stats_count_madvise(size_t bytes) { ADD(madvise_calls, 1); ADD(discarded_bytes, bytes); }
-void hz_stats_count_large_alloc(size_t bytes) { ADD(large_allocs, 1); ADD(large_live_bytes, bytes); }
-void hz_stats_count_large_free(size_t bytes) { ADD(large_frees, 1); SUB(large_live_bytes, bytes); }
+void hz_stats_count_mmap(size_t bytes) {
+  ADD(mmap_calls, 1);
+  ADD(mapped_bytes, bytes);
+}
+void hz_stats_count_munmap(size_t bytes) {
+  ADD(munmap_calls, 1);
+  SUB(mapped_bytes, bytes);
+}
+void hz_stats_count_madvise(size_t bytes) {
+  ADD(madvise_calls, 1);
+  ADD(discarded_bytes, bytes);
+}
+void hz_stats_count_large_alloc(size_t bytes) {
+  ADD(large_allocs, 1);
+  ADD(large_live_bytes, bytes);
+}
+void hz_stats_count_large_free(size_t bytes) {
+  ADD(large_frees, 1);
+  SUB(large_live_bytes, bytes);
+}
 
 size_t hz_stats_mapped_bytes(void) { return GET(mapped_bytes); }
 size_t hz_stats_large_live_bytes(void) { return GET(large_live_bytes); }

@@ -142,8 +142,7 @@ void hz_heap_fork_parent(void) { pthread_mutex_unlock(&pool_lock); }
 void hz_heap_fork_child(hz_heap_t *survivor) {
   pthread_mutex_init(&pool_lock, NULL);
   for (hz_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all)
-    if (heap->state == HZ_HEAP_LIVE && heap != survivor)
-      heap_pool_locked(heap);
+    if (heap->state == HZ_HEAP_LIVE && heap != survivor) heap_pool_locked(heap);
 }
 
 void hz_thread_summarize(hz_heap_summary_t *out) {

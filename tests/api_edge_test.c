@@ -156,17 +156,29 @@ static size_t usable_of(const api_t *a, void *p) {
 }
 
 static api_t libc_api(void) {
-  api_t a = {"",        malloc,        calloc,  realloc,
-             reallocarray,  free,          aligned_alloc,
-             memalign,      posix_memalign, malloc_usable_size,
-             free_sized,    free_aligned_sized};
+  api_t a = {.name = "",
+             .malloc_fn = malloc,
+             .calloc_fn = calloc,
+             .realloc_fn = realloc,
+             .reallocarray_fn = reallocarray,
+             .free_fn = free,
+             .aligned_alloc_fn = aligned_alloc,
+             .memalign_fn = memalign,
+             .posix_memalign_fn = posix_memalign,
+             .usable_fn = malloc_usable_size,
+             .free_sized_fn = free_sized,
+             .free_aligned_sized_fn = free_aligned_sized};
   return a;
 }
 
 static api_t libc_internal_api(void) {
-  api_t a = {"__libc_", __libc_malloc, __libc_calloc, __libc_realloc, NULL,
-             __libc_free, NULL, __libc_memalign, NULL, malloc_usable_size,
-             NULL, NULL};
+  api_t a = {.name = "__libc_",
+             .malloc_fn = __libc_malloc,
+             .calloc_fn = __libc_calloc,
+             .realloc_fn = __libc_realloc,
+             .free_fn = __libc_free,
+             .memalign_fn = __libc_memalign,
+             .usable_fn = malloc_usable_size};
   return a;
 }
 
@@ -174,10 +186,18 @@ static api_t libc_internal_api(void) {
 static size_t hz_usable_nonconst(void *p) { return hz_usable_size(p); }
 
 static api_t hz_api(void) {
-  api_t a = {"hz_",          hz_malloc,        hz_calloc,
-             hz_realloc,     hz_reallocarray,  hz_free,
-             hz_aligned_alloc, hz_memalign,    hz_posix_memalign,
-             hz_usable_nonconst, hz_free_sized, hz_free_aligned_sized};
+  api_t a = {.name = "hz_",
+             .malloc_fn = hz_malloc,
+             .calloc_fn = hz_calloc,
+             .realloc_fn = hz_realloc,
+             .reallocarray_fn = hz_reallocarray,
+             .free_fn = hz_free,
+             .aligned_alloc_fn = hz_aligned_alloc,
+             .memalign_fn = hz_memalign,
+             .posix_memalign_fn = hz_posix_memalign,
+             .usable_fn = hz_usable_nonconst,
+             .free_sized_fn = hz_free_sized,
+             .free_aligned_sized_fn = hz_free_aligned_sized};
   return a;
 }
 #endif
@@ -264,38 +284,61 @@ static const size_t huge_sizes[] = {
  * Every size in the table, all blocks live at once (so overlaps show up as
  * pattern damage), through each constructor of the family.
  * ------------------------------------------------------------------------- */
-enum ctor { C_MALLOC, C_CALLOC, C_REALLOC_NULL, C_REALLOCARRAY_NULL,
-            C_ALIGNED_ALLOC16, C_MEMALIGN16, C_POSIX_MEMALIGN16, C_COUNT };
-static const char *const ctor_names[C_COUNT] = {
-    "malloc", "calloc", "realloc(NULL)", "reallocarray(NULL)",
-    "aligned_alloc(16)", "memalign(16)", "posix_memalign(16)"};
+enum ctor {
+  C_MALLOC,
+  C_CALLOC,
+  C_REALLOC_NULL,
+  C_REALLOCARRAY_NULL,
+  C_ALIGNED_ALLOC16,
+  C_MEMALIGN16,
+  C_POSIX_MEMALIGN16,
+  C_COUNT
+};
+static const char *const ctor_names[C_COUNT] = {"malloc",
+                                                "calloc",
+                                                "realloc(NULL)",
+                                                "reallocarray(NULL)",
+                                                "aligned_alloc(16)",
+                                                "memalign(16)",
+                                                "posix_memalign(16)"};
 
 static int ctor_available(const api_t *a, enum ctor c) {
   switch (c) {
-    case C_REALLOCARRAY_NULL: return a->reallocarray_fn != NULL;
-    case C_ALIGNED_ALLOC16: return a->aligned_alloc_fn != NULL;
-    case C_MEMALIGN16: return a->memalign_fn != NULL;
-    case C_POSIX_MEMALIGN16: return a->posix_memalign_fn != NULL;
-    default: return 1;
+    case C_REALLOCARRAY_NULL:
+      return a->reallocarray_fn != NULL;
+    case C_ALIGNED_ALLOC16:
+      return a->aligned_alloc_fn != NULL;
+    case C_MEMALIGN16:
+      return a->memalign_fn != NULL;
+    case C_POSIX_MEMALIGN16:
+      return a->posix_memalign_fn != NULL;
+    default:
+      return 1;
   }
 }
 
 static void *construct(const api_t *a, enum ctor c, size_t n) {
   void *p = NULL;
   switch (c) {
-    case C_MALLOC: return a->malloc_fn(n);
-    case C_CALLOC: return a->calloc_fn(1, n);
-    case C_REALLOC_NULL: return a->realloc_fn(NULL, n);
-    case C_REALLOCARRAY_NULL: return a->reallocarray_fn(NULL, n, 1);
-    case C_ALIGNED_ALLOC16: return a->aligned_alloc_fn(16, n);
-    case C_MEMALIGN16: return a->memalign_fn(16, n);
+    case C_MALLOC:
+      return a->malloc_fn(n);
+    case C_CALLOC:
+      return a->calloc_fn(1, n);
+    case C_REALLOC_NULL:
+      return a->realloc_fn(NULL, n);
+    case C_REALLOCARRAY_NULL:
+      return a->reallocarray_fn(NULL, n, 1);
+    case C_ALIGNED_ALLOC16:
+      return a->aligned_alloc_fn(16, n);
+    case C_MEMALIGN16:
+      return a->memalign_fn(16, n);
     case C_POSIX_MEMALIGN16: {
       int r = a->posix_memalign_fn(&p, 16, n);
-      CHECK_MSG(r == 0, "%sposix_memalign(16, %zu) returned %d", a->name, n,
-                r);
+      CHECK_MSG(r == 0, "%sposix_memalign(16, %zu) returned %d", a->name, n, r);
       return r == 0 ? p : NULL;
     }
-    default: return NULL;
+    default:
+      return NULL;
   }
 }
 
@@ -410,19 +453,28 @@ static void test_huge_sizes(const api_t *a) {
 static void *zero_request(const api_t *a, int kind) {
   void *p = NULL;
   switch (kind) {
-    case 0: return a->malloc_fn(opaque(0));
-    case 1: return a->calloc_fn(opaque(0), opaque(0));
-    case 2: return a->calloc_fn(opaque(0), opaque(SIZE_MAX));
-    case 3: return a->calloc_fn(opaque(SIZE_MAX), opaque(0));
-    case 4: return a->realloc_fn(NULL, opaque(0));
-    case 5: return a->reallocarray_fn ? a->reallocarray_fn(NULL, 0, 0) : NULL;
-    case 6: return a->aligned_alloc_fn ? a->aligned_alloc_fn(64, 0) : NULL;
-    case 7: return a->memalign_fn ? a->memalign_fn(4096, opaque(0)) : NULL;
+    case 0:
+      return a->malloc_fn(opaque(0));
+    case 1:
+      return a->calloc_fn(opaque(0), opaque(0));
+    case 2:
+      return a->calloc_fn(opaque(0), opaque(SIZE_MAX));
+    case 3:
+      return a->calloc_fn(opaque(SIZE_MAX), opaque(0));
+    case 4:
+      return a->realloc_fn(NULL, opaque(0));
+    case 5:
+      return a->reallocarray_fn ? a->reallocarray_fn(NULL, 0, 0) : NULL;
+    case 6:
+      return a->aligned_alloc_fn ? a->aligned_alloc_fn(64, 0) : NULL;
+    case 7:
+      return a->memalign_fn ? a->memalign_fn(4096, opaque(0)) : NULL;
     case 8:
       if (a->posix_memalign_fn && a->posix_memalign_fn(&p, 32, 0) != 0)
         return NULL;
       return p;
-    default: return NULL;
+    default:
+      return NULL;
   }
 }
 
@@ -436,9 +488,9 @@ static int zero_kind_available(const api_t *a, int kind) {
 
 static void test_zero_size(const api_t *a) {
   static const char *const kinds[] = {
-      "malloc(0)",        "calloc(0,0)",           "calloc(0,SIZE_MAX)",
-      "calloc(SIZE_MAX,0)", "realloc(NULL,0)",     "reallocarray(NULL,0,0)",
-      "aligned_alloc(64,0)", "memalign(4096,0)",   "posix_memalign(32,0)"};
+      "malloc(0)",           "calloc(0,0)",      "calloc(0,SIZE_MAX)",
+      "calloc(SIZE_MAX,0)",  "realloc(NULL,0)",  "reallocarray(NULL,0,0)",
+      "aligned_alloc(64,0)", "memalign(4096,0)", "posix_memalign(32,0)"};
   current_section = "zero size";
   for (int k = 0; k < 9; k++) {
     if (!zero_kind_available(a, k)) continue;
@@ -452,8 +504,8 @@ static void test_zero_size(const api_t *a) {
                 kinds[k], live[i]);
       for (int j = 0; j < i; j++)
         CHECK_MSG(live[i] == NULL || (uintptr_t)live[i] != (uintptr_t)live[j],
-                  "%s%s: live blocks %d and %d are both %p", a->name,
-                  kinds[k], i, j, live[i]);
+                  "%s%s: live blocks %d and %d are both %p", a->name, kinds[k],
+                  i, j, live[i]);
     }
     for (int i = 0; i < N_ZERO; i++) a->free_fn(live[i]);
   }
@@ -524,8 +576,8 @@ static void test_posix_memalign_at(const api_t *a, size_t al) {
     CHECK_MSG(r == 0, "%sposix_memalign(%zu, %zu) returned %d", a->name, al,
               sizes[i], r);
     if (r != 0) continue;
-    size_t u = check_block(a, "posix_memalign", out, sizes[i],
-                           expected_alignment(al));
+    size_t u =
+        check_block(a, "posix_memalign", out, sizes[i], expected_alignment(al));
     fill_range(out, 0, u, 7);
     size_t bad = verify_range(out, u, 7);
     CHECK_MSG(bad == u, "%sposix_memalign(%zu, %zu): byte %zu not writable",
@@ -627,16 +679,15 @@ static void test_calloc_overflow(const api_t *a) {
   }
 }
 
-static const size_t reuse_sizes[] = {1,     24,     100,    1000,
-                                     4096,  20000,  100000, 300 * 1024,
-                                     MiB,   5 * MiB};
+static const size_t reuse_sizes[] = {1,     24,     100,        1000, 4096,
+                                     20000, 100000, 300 * 1024, MiB,  5 * MiB};
 #define N_REUSE (sizeof reuse_sizes / sizeof reuse_sizes[0])
 
 static void dirty_and_free(const api_t *a, void **blocks) {
   for (size_t i = 0; i < N_REUSE; i++) {
     if (!blocks[i]) continue;
-    memset(blocks[i], 0xAB, a->usable_fn ? usable_of(a, blocks[i])
-                                          : reuse_sizes[i]);
+    memset(blocks[i], 0xAB,
+           a->usable_fn ? usable_of(a, blocks[i]) : reuse_sizes[i]);
     a->free_fn(blocks[i]);
     blocks[i] = NULL;
   }
@@ -651,7 +702,8 @@ static void test_calloc_reuse(const api_t *a) {
   for (int round = 0; round < 24; round++) {
     for (size_t i = 0; i < N_REUSE; i++) {
       size_t n = reuse_sizes[i];
-      size_t count = (round % 3 == 0 || n % 8) ? 1 : (round % 3 == 1 ? n / 8 : 8);
+      size_t count =
+          (round % 3 == 0 || n % 8) ? 1 : (round % 3 == 1 ? n / 8 : 8);
       size_t size = n / count;
       blocks[i] = a->calloc_fn(opaque(count), opaque(size));
       if (!check_block(a, "calloc", blocks[i], n, 16)) continue;
@@ -709,8 +761,7 @@ static size_t arith(size_t *out, size_t from, size_t to, long step) {
     for (size_t s = from; s <= to && k < CHAIN_MAX; s += (size_t)step)
       out[k++] = s;
   else
-    for (size_t s = from, d = (size_t)-step; s >= to && k < CHAIN_MAX;
-         s -= d) {
+    for (size_t s = from, d = (size_t)-step; s >= to && k < CHAIN_MAX; s -= d) {
       out[k++] = s;
       if (s < d) break;
     }
@@ -738,9 +789,9 @@ static void test_realloc_chains(const api_t *a) {
   realloc_chain(a, "-8200 from 700K", steps, k);
   k = arith(steps, 3000, 1, -40);
   realloc_chain(a, "-40 from 3000", steps, k);
-  static const size_t zigzag[] = {100,  300000, 50,   5 * MiB, 17,
-                                  4096, 4096,   4000, 4100,    257 * KiB,
-                                  255 * KiB, 1, 2 * MiB, 2 * MiB - 1, 33};
+  static const size_t zigzag[] = {
+      100,  300000,    50,        5 * MiB, 17,      4096,        4096, 4000,
+      4100, 257 * KiB, 255 * KiB, 1,       2 * MiB, 2 * MiB - 1, 33};
   realloc_chain(a, "zigzag", zigzag, sizeof zigzag / sizeof zigzag[0]);
 }
 
@@ -874,13 +925,12 @@ static void test_reallocarray(const api_t *a) {
  * free, free_sized, free_aligned_sized, usable size
  * ------------------------------------------------------------------------- */
 static void test_free_errno(const api_t *a) {
-  static const size_t sizes[] = {0,         1,       100,     4096,
-                                 100000,    300 * KiB, 3 * MiB, 64 * MiB};
+  static const size_t sizes[] = {0,      1,         100,     4096,
+                                 100000, 300 * KiB, 3 * MiB, 64 * MiB};
   current_section = "free";
   errno = 12345;
   a->free_fn(NULL);
-  CHECK_MSG(errno == 12345, "%sfree(NULL) changed errno to %d", a->name,
-            errno);
+  CHECK_MSG(errno == 12345, "%sfree(NULL) changed errno to %d", a->name, errno);
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
     void *p = a->malloc_fn(sizes[i]);
     check_block(a, "malloc", p, sizes[i], 16);
@@ -893,7 +943,8 @@ static void test_free_errno(const api_t *a) {
   }
   /* Many frees in a row (page and segment release paths). */
   void *many[256];
-  for (int i = 0; i < 256; i++) many[i] = a->malloc_fn((size_t)(i * 997) % 70000);
+  for (int i = 0; i < 256; i++)
+    many[i] = a->malloc_fn((size_t)(i * 997) % 70000);
   errno = 12345;
   for (int i = 0; i < 256; i++) a->free_fn(many[i]);
   CHECK_MSG(errno == 12345, "%s256 frees changed errno to %d", a->name, errno);
@@ -901,8 +952,8 @@ static void test_free_errno(const api_t *a) {
 
 static void test_free_sized(const api_t *a) {
   current_section = "free_sized";
-  static const size_t sizes[] = {0, 1, 16, 100, 1024, 5000, 70000,
-                                 300 * KiB, 3 * MiB};
+  static const size_t sizes[] = {0,    1,     16,        100,    1024,
+                                 5000, 70000, 300 * KiB, 3 * MiB};
   if (a->free_sized_fn) {
     errno = 12345;
     a->free_sized_fn(NULL, 0);
@@ -984,9 +1035,8 @@ static void run_family(const api_t *a) {
 static void test_valloc_pvalloc(void) {
   current_section = "valloc/pvalloc";
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  const size_t sizes[] = {0,        1,         100,     page - 1,
-                          page,     page + 1,  3 * page + 5, MiB + 3,
-                          5 * MiB};
+  const size_t sizes[] = {
+      0, 1, 100, page - 1, page, page + 1, 3 * page + 5, MiB + 3, 5 * MiB};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
     size_t n = sizes[i];
     void *v = valloc(opaque(n));
@@ -1002,8 +1052,8 @@ static void test_valloc_pvalloc(void) {
     if (p) {
       size_t u = malloc_usable_size(p);
       size_t rounded = (n + page - 1) & ~(page - 1);
-      CHECK_MSG(u >= rounded, "pvalloc(%zu): usable %zu < %zu (whole pages)",
-                n, u, rounded);
+      CHECK_MSG(u >= rounded, "pvalloc(%zu): usable %zu < %zu (whole pages)", n,
+                u, rounded);
       memset(p, 0x5d, u);
       free(p);
     }
@@ -1019,8 +1069,8 @@ static void test_valloc_pvalloc(void) {
     errno = 0;
     void *p = pvalloc(opaque(huge[i]));
     CHECK_MSG(p == NULL && errno == ENOMEM,
-              "pvalloc(%zu): expected NULL/ENOMEM, got %p errno %d", huge[i],
-              p, errno);
+              "pvalloc(%zu): expected NULL/ENOMEM, got %p errno %d", huge[i], p,
+              errno);
   }
 }
 
@@ -1106,8 +1156,8 @@ static void test_mixing(void) {
     hz_free(p);
     p = hz_malloc(n);
     CHECK_MSG(malloc_usable_size(p) == hz_usable_size(p),
-              "hz_malloc(%zu): malloc_usable_size %zu != hz_usable_size %zu",
-              n, malloc_usable_size(p), hz_usable_size(p));
+              "hz_malloc(%zu): malloc_usable_size %zu != hz_usable_size %zu", n,
+              malloc_usable_size(p), hz_usable_size(p));
     p = realloc(p, n + 100);
     p = hz_realloc(p, n * 2 + 1);
     free(p);

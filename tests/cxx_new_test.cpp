@@ -4,13 +4,14 @@
 // container workload with content checks. Runs linked against libhakozuna,
 // under LD_PRELOAD, and against plain libstdc++ (the reference behaviour).
 // Prints each failure to stderr; exit status 0 on success, 1 otherwise.
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <dlfcn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <list>
 #include <map>
 #include <memory>
@@ -25,16 +26,16 @@ namespace {
 int failures;
 int checks;
 
-#define EXPECT(cond, ...)                                                 \
-  do {                                                                    \
-    checks++;                                                             \
-    if (!(cond)) {                                                        \
-      failures++;                                                         \
-      std::fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__,         \
-                   __LINE__, #cond);                                      \
-      std::fprintf(stderr, __VA_ARGS__);                                  \
-      std::fputc('\n', stderr);                                           \
-    }                                                                     \
+#define EXPECT(cond, ...)                                                   \
+  do {                                                                      \
+    checks++;                                                               \
+    if (!(cond)) {                                                          \
+      failures++;                                                           \
+      std::fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, \
+                   #cond);                                                  \
+      std::fprintf(stderr, __VA_ARGS__);                                    \
+      std::fputc('\n', stderr);                                             \
+    }                                                                       \
   } while (0)
 
 constexpr std::size_t KiB = 1024;
@@ -86,10 +87,9 @@ void check_block(const char *what, void *p, std::size_t n, std::size_t align,
   EXPECT(bad == n, "%s(%zu): byte %zu did not read back", what, n, bad);
 }
 
-const std::size_t kSizes[] = {0,      1,      15,     16,      17,
-                              24,     100,    1000,   4096,    4097,
-                              32768,  100000, 262144, 262145,  300 * KiB,
-                              MiB,    3 * MiB + 7};
+const std::size_t kSizes[] = {
+    0,    1,     15,     16,     17,     24,        100, 1000,       4096,
+    4097, 32768, 100000, 262144, 262145, 300 * KiB, MiB, 3 * MiB + 7};
 
 // Sized deallocation is on by default in g++ for C++14 and later; clang
 // needs -fsized-deallocation. Without it the sized calls fall back to the
@@ -153,11 +153,11 @@ void test_plain_forms() {
   delete_array_sized(nullptr, 0);
   ::operator delete(nullptr, std::nothrow);
   ::operator delete[](nullptr, std::nothrow);
-  ::operator delete(nullptr, std::align_val_t{64});
+  ::operator delete (nullptr, std::align_val_t{64});
   ::operator delete[](nullptr, std::align_val_t{64});
   delete_sized(nullptr, 0, std::align_val_t{64});
   delete_array_sized(nullptr, 0, std::align_val_t{64});
-  ::operator delete(nullptr, std::align_val_t{64}, std::nothrow);
+  ::operator delete (nullptr, std::align_val_t{64}, std::nothrow);
   ::operator delete[](nullptr, std::align_val_t{64}, std::nothrow);
 }
 
@@ -247,16 +247,15 @@ void test_aligned_forms() {
     std::memset(ls, 0x44, n * sizeof(Line));
     delete[] ls;
     PageObj *po = static_cast<PageObj *>(launder(new PageObj));
-    EXPECT(aligned_to(po, 4096) && po->bytes[4999] == 0x33,
-           "new PageObj: %p", (void *)po);
+    EXPECT(aligned_to(po, 4096) && po->bytes[4999] == 0x33, "new PageObj: %p",
+           (void *)po);
     delete po;
     PageObj *pa = static_cast<PageObj *>(launder(new PageObj[n]));
     EXPECT(aligned_to(pa, 4096) && pa[n - 1].bytes[0] == 0x33,
            "new PageObj[%zu]: %p", n, (void *)pa);
     delete[] pa;
     PageObj *pn = new (std::nothrow) PageObj;
-    EXPECT(pn && aligned_to(pn, 4096), "new(nothrow) PageObj: %p",
-           (void *)pn);
+    EXPECT(pn && aligned_to(pn, 4096), "new(nothrow) PageObj: %p", (void *)pn);
     delete pn;
   }
 }
@@ -276,8 +275,8 @@ void test_array_cookie() {
                         std::size_t{40000}, std::size_t{200000}}) {
     n = opaque(n);
     Tracked *t = static_cast<Tracked *>(launder(new Tracked[n]));
-    EXPECT(Tracked::live == static_cast<int>(n), "new Tracked[%zu]: live %d",
-           n, Tracked::live);
+    EXPECT(Tracked::live == static_cast<int>(n), "new Tracked[%zu]: live %d", n,
+           Tracked::live);
     EXPECT(t[n - 1].v == 0x0123456789abcdefULL, "new Tracked[%zu]", n);
     delete[] t;
     EXPECT(Tracked::live == 0, "delete[] Tracked[%zu]: live %d", n,
@@ -292,8 +291,7 @@ template <class F>
 bool throws_bad_alloc(F f) {
   try {
     void *p = launder(f());
-    std::fprintf(stderr, "  (allocation returned %p instead of throwing)\n",
-                 p);
+    std::fprintf(stderr, "  (allocation returned %p instead of throwing)\n", p);
     return false;
   } catch (const std::bad_alloc &) {
     return true;
@@ -454,9 +452,9 @@ void test_new_handler() {
     expect_handler_then_null("operator new(nothrow)", throwing_handler, 1,
                              [n] { return ::operator new(n, std::nothrow); });
   });
-  expect_handler_then_null(
-      "operator new(align, nothrow)", uninstalling_handler, 2,
-      [=] { return ::operator new(n, al, std::nothrow); });
+  expect_handler_then_null("operator new(align, nothrow)", uninstalling_handler,
+                           2,
+                           [=] { return ::operator new(n, al, std::nothrow); });
   isolated("operator new[](align, nothrow) with throwing handler", [=] {
     expect_handler_then_null(
         "operator new[](align, nothrow)", throwing_handler, 3,
@@ -472,11 +470,11 @@ void test_new_handler() {
   handler_limit = 1000;
   std::set_new_handler(uninstalling_handler);
   void *p = launder(::operator new(opaque(64)));
-  void *q = launder(::operator new(opaque(3 * MiB), std::align_val_t{4096}));
+  void *q = launder(::operator new (opaque(3 * MiB), std::align_val_t{4096}));
   EXPECT(handler_calls == 0, "new-handler called %d times for small new",
          handler_calls);
   ::operator delete(p);
-  ::operator delete(q, std::align_val_t{4096});
+  ::operator delete (q, std::align_val_t{4096});
   std::set_new_handler(nullptr);
 }
 
@@ -532,7 +530,8 @@ void test_maps() {
     ok = u.at(make_string(static_cast<std::size_t>(i)) + "#") == i;
   EXPECT(ok, "unordered_map<string,int> lookup");
   std::list<std::vector<int>> l;
-  for (int i = 0; i < 2000; i++) l.emplace_back(static_cast<std::size_t>(i % 500), i);
+  for (int i = 0; i < 2000; i++)
+    l.emplace_back(static_cast<std::size_t>(i % 500), i);
   int i = 0;
   ok = true;
   for (auto &vec : l) {
