@@ -171,6 +171,7 @@ static hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls) {
     queue_push_back(&heap->full, page);
     page = next;
   }
+  hz_thread_reclaim_pooled();
   size_t block_size = hz_sizeclass_block_size(cls);
   page = hz_segment_page_alloc(hz_segment_kind_for(block_size));
   if (page == NULL) return NULL;

@@ -20,7 +20,9 @@
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static hz_heap_t *heaps_all;    /* every heap, linked by next_all */
-static hz_heap_t *heaps_pooled; /* linked by next_pooled */
+static hz_heap_t *heaps_pooled; /* FIFO linked by next_pooled */
+static hz_heap_t *heaps_pooled_tail;
+static _Atomic size_t heaps_pooled_count;
 static uint8_t *heap_chunk;     /* bump allocation of new heaps */
 static size_t heap_chunk_left;
 
@@ -63,12 +65,28 @@ static hz_heap_t *heap_new_locked(void) {
   return heap;
 }
 
+static hz_heap_t *pool_pop_locked(void) {
+  hz_heap_t *heap = heaps_pooled;
+  if (heap == NULL) return NULL;
+  heaps_pooled = heap->next_pooled;
+  if (heaps_pooled == NULL) heaps_pooled_tail = NULL;
+  heap->next_pooled = NULL;
+  atomic_fetch_sub_explicit(&heaps_pooled_count, 1, memory_order_relaxed);
+  return heap;
+}
+
+static void pool_push_locked(hz_heap_t *heap) {
+  heap->next_pooled = NULL;
+  if (heaps_pooled_tail != NULL) heaps_pooled_tail->next_pooled = heap;
+  else heaps_pooled = heap;
+  heaps_pooled_tail = heap;
+  atomic_fetch_add_explicit(&heaps_pooled_count, 1, memory_order_relaxed);
+}
+
 static hz_heap_t *heap_take(void) {
   pthread_mutex_lock(&pool_lock);
-  hz_heap_t *heap = heaps_pooled;
+  hz_heap_t *heap = pool_pop_locked();
   if (heap != NULL) {
-    heaps_pooled = heap->next_pooled;
-    heap->next_pooled = NULL;
     heap->state = HZ_HEAP_LIVE;
   } else {
     heap = heap_new_locked();
@@ -79,8 +97,25 @@ static hz_heap_t *heap_take(void) {
 
 static void heap_pool_locked(hz_heap_t *heap) {
   heap->state = HZ_HEAP_POOLED;
-  heap->next_pooled = heaps_pooled;
-  heaps_pooled = heap;
+  pool_push_locked(heap);
+}
+
+/* Blocks freed to a pooled heap wait in its inbox and keep its pages
+ * alive. Before a heap takes a fresh page, it flushes the pooled heap at
+ * the head of the pool (taken out of the pool meanwhile, so it is ours
+ * alone) and rotates it to the tail: memory of exited threads is recycled
+ * even when no new thread comes to adopt their heaps. */
+void hz_thread_reclaim_pooled(void) {
+  if (atomic_load_explicit(&heaps_pooled_count, memory_order_relaxed) == 0)
+    return;
+  pthread_mutex_lock(&pool_lock);
+  hz_heap_t *heap = pool_pop_locked();
+  pthread_mutex_unlock(&pool_lock);
+  if (heap == NULL) return;
+  hz_heap_flush(heap);
+  pthread_mutex_lock(&pool_lock);
+  pool_push_locked(heap);
+  pthread_mutex_unlock(&pool_lock);
 }
 
 /* ---------------------------------------------------------------------------
@@ -133,6 +168,12 @@ hz_heap_t *hz_thread_attach(void) {
   return heap;
 }
 
+static bool pool_contains_locked(const hz_heap_t *heap) {
+  for (const hz_heap_t *h = heaps_pooled; h != NULL; h = h->next_pooled)
+    if (h == heap) return true;
+  return false;
+}
+
 /* ---------------------------------------------------------------------------
  * fork
  * ------------------------------------------------------------------------- */
@@ -141,6 +182,10 @@ void hz_heap_fork_parent(void) { pthread_mutex_unlock(&pool_lock); }
 
 void hz_heap_fork_child(hz_heap_t *survivor) {
   pthread_mutex_init(&pool_lock, NULL);
+  /* A reclaim in progress at fork time had a heap out of the pool. */
+  for (hz_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all)
+    if (heap->state == HZ_HEAP_POOLED && !pool_contains_locked(heap))
+      pool_push_locked(heap);
   for (hz_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all)
     if (heap->state == HZ_HEAP_LIVE && heap != survivor) heap_pool_locked(heap);
 }

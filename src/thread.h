@@ -12,6 +12,8 @@
 hz_heap_t *hz_thread_attach(void);
 /* Make sure options and the OS layer are initialised. */
 void hz_process_init(void);
+/* Flush one pooled heap (drain its inbox, give back its empty pages). */
+void hz_thread_reclaim_pooled(void);
 /* Summary over every heap, for the stats report. */
 void hz_thread_summarize(hz_heap_summary_t *out);
 
