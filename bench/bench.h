@@ -1,0 +1,116 @@
+/* Shared helpers for the benchmark programs: timing, peak RSS, a fast
+ * deterministic RNG, argument parsing, and the one result line every
+ * benchmark prints:
+ *
+ *   bench=<name> <key>=<value> ... ops/s=<n>|secs=<s> peak_rss_kb=<n>
+ *
+ * The harness parses key=value pairs from the line starting "bench=". */
+#ifndef HZ_BENCH_H
+#define HZ_BENCH_H
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+static inline double bench_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Peak resident set size of this process so far, in KiB. */
+static inline long bench_peak_rss_kb(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
+/* Current resident set size in KiB (from /proc/self/statm). */
+static inline long bench_rss_kb(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  long pages = 0, rss = 0;
+  if (f != NULL) {
+    if (fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = 0;
+    fclose(f);
+  }
+  return rss * 4;
+}
+
+/* xorshift64*: fast, deterministic per seed, never returns the same
+ * sequence for different non-zero seeds. */
+typedef struct {
+  uint64_t state;
+} bench_rng_t;
+
+static inline void bench_rng_seed(bench_rng_t *r, uint64_t seed) {
+  r->state = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+  if (r->state == 0) r->state = 1;
+}
+
+static inline uint64_t bench_rng_next(bench_rng_t *r) {
+  uint64_t x = r->state;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  r->state = x;
+  return x * 0x2545F4914F6CDD1Dull;
+}
+
+/* Uniform in [lo, hi]. */
+static inline uint64_t bench_rng_range(bench_rng_t *r, uint64_t lo,
+                                       uint64_t hi) {
+  return lo + bench_rng_next(r) % (hi - lo + 1);
+}
+
+/* Positional argument i as a number (K/M/G suffixes), or the default. */
+static inline long long bench_arg(int argc, char **argv, int i,
+                                  long long fallback) {
+  if (i >= argc) return fallback;
+  char *end = NULL;
+  long long v = strtoll(argv[i], &end, 10);
+  if (end == argv[i]) {
+    fprintf(stderr, "bad numeric argument: %s\n", argv[i]);
+    exit(2);
+  }
+  switch (*end) {
+  case 'k': case 'K': v <<= 10; break;
+  case 'm': case 'M': v <<= 20; break;
+  case 'g': case 'G': v <<= 30; break;
+  default: break;
+  }
+  return v;
+}
+
+/* True if argv has --help or -h; prints usage then. */
+static inline int bench_wants_help(int argc, char **argv, const char *usage) {
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      fputs(usage, stdout);
+      return 1;
+    }
+  return 0;
+}
+
+/* Print the result line: "bench=<name> " + caller's pairs + peak RSS. */
+static inline void bench_result(const char *name, const char *fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  printf("bench=%s %s peak_rss_kb=%ld\n", name, buf, bench_peak_rss_kb());
+  fflush(stdout);
+}
+
+/* Touch every page of a block so its memory is really used. */
+static inline void bench_touch(void *p, size_t size) {
+  volatile char *c = p;
+  for (size_t i = 0; i < size; i += 4096) c[i] = (char)i;
+  if (size > 0) c[size - 1] = 1;
+}
+
+#endif

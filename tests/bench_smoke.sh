@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Smoke test of the benchmark programs: each runs briefly (tiny arguments)
+# under hakozuna, must exit 0 and print one parseable result line
+# ("bench=<name> key=value ... (ops/s|secs)=<number> peak_rss_kb=<n>"),
+# and must answer --help.
+# Usage: bench_smoke.sh BUILD_DIR
+set -u
+BUILD=$(realpath "$1")
+LIB="$BUILD/libhakozuna.so"
+failures=0
+passes=0
+
+# name -> tiny arguments
+declare -A ARGS=(
+  [mt_remote]="4 20000 100 16 32768 90 4096"
+  [random_mixed]="200000 200 16 65536 1 app"
+  [tiny_hot]="200000 16"
+  [mid_large_mt]="2 20000 64"
+  [vm_mixed]="2000 8"
+  [malloc_large]="40 4"
+  [mir]="200"
+  [larson]="2 3 200 16 1024"
+  [kv]="100000 5000 1"
+  [string_builder]="20000 1"
+  [json]="20 1"
+  [rss_plateau]="2 16 10 1"
+  [thread_churn]="300 4"
+)
+
+for name in $(echo "${!ARGS[@]}" | tr ' ' '\n' | sort); do
+  prog="$BUILD/bench/$name"
+  if [ ! -x "$prog" ]; then
+    echo "FAIL $name: $prog not built"
+    failures=$((failures + 1))
+    continue
+  fi
+  if ! "$prog" --help | grep -qi "usage"; then
+    echo "FAIL $name: --help prints no usage"
+    failures=$((failures + 1))
+    continue
+  fi
+  # shellcheck disable=SC2086
+  out=$(LD_PRELOAD="$LIB" timeout 60 "$prog" ${ARGS[$name]} 2>/dev/null)
+  rc=$?
+  line=$(echo "$out" | grep "^bench=$name ")
+  if [ $rc -ne 0 ]; then
+    echo "FAIL $name: exit code $rc"
+    failures=$((failures + 1))
+  elif [ "$(echo "$out" | grep -c '^bench=')" != 1 ] ||
+       ! echo "$line" | grep -Eq ' (ops/s|secs)=[0-9.]+(e[+-]?[0-9]+)? ' ||
+       ! echo "$line" | grep -Eq ' peak_rss_kb=[0-9]+$'; then
+    echo "FAIL $name: no parseable result line in: $out"
+    failures=$((failures + 1))
+  else
+    echo "ok   $line"
+    passes=$((passes + 1))
+  fi
+done
+echo "bench_smoke: $passes passed, $failures failed"
+[ "$failures" -eq 0 ]
