@@ -73,6 +73,10 @@ HZ_EXPORT void *hz_realloc(void *ptr, size_t size) {
     return NULL;
   }
   size_t usable = hz_usable_size(ptr);
+  if (usable == 0) { /* reported by hz_usable_size */
+    errno = ENOMEM;
+    return NULL;
+  }
   /* Keep the block when it fits and would not waste more than half. */
   if (size <= usable && size >= usable / 2) return ptr;
   void *fresh = hz_heap_malloc(size);

@@ -183,13 +183,7 @@ static hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls) {
 }
 
 void *hz_heap_malloc_slow(hz_heap_t *heap, size_t size) {
-  if (heap->state == HZ_HEAP_EMPTY) {
-    heap = hz_thread_attach();
-    if (heap == NULL) {
-      errno = ENOMEM;
-      return NULL;
-    }
-  }
+  if (heap->state == HZ_HEAP_EMPTY) return hz_thread_malloc_unattached(size);
   if (size > HZ_SMALL_MAX) return hz_large_alloc(size, 0);
   heap->stats.slow_mallocs++;
   if (hz_remote_pending(&heap->inbox)) heap_drain_inbox(heap);
@@ -233,13 +227,4 @@ void hz_heap_summarize_one(const hz_heap_t *heap, hz_heap_summary_t *out) {
   hz_stats_heap_add(&out->counters, &heap->stats);
   out->heaps_total++;
   if (heap->state == HZ_HEAP_POOLED) out->heaps_pooled++;
-  for (int c = 0; c <= HZ_CLASS_COUNT; c++) {
-    const hz_page_queue_t *q =
-        c < HZ_CLASS_COUNT ? &heap->queues[c] : &heap->full;
-    for (const hz_page_t *page = q->first; page != NULL; page = page->next) {
-      out->pages_in_use++;
-      out->blocks_live += page->used;
-      out->bytes_live += (size_t)page->used * page->block_size;
-    }
-  }
 }

@@ -23,7 +23,12 @@ typedef struct {
   hz_page_t *last;
 } hz_page_queue_t;
 
-typedef enum { HZ_HEAP_EMPTY, HZ_HEAP_LIVE, HZ_HEAP_POOLED } hz_heap_state_t;
+typedef enum {
+  HZ_HEAP_EMPTY,    /* the constant heap of threads without one */
+  HZ_HEAP_LIVE,     /* bound to a running thread */
+  HZ_HEAP_POOLED,   /* waiting in the pool for a thread */
+  HZ_HEAP_ABANDONED /* left behind in a fork child; never used again */
+} hz_heap_state_t;
 
 typedef struct hz_heap_s {
   /* Fast path: the page malloc pops from, per class (never NULL). */

@@ -24,6 +24,7 @@ _Static_assert(sizeof(hz_segment_t) <= HZ_SEGMENT_HEADER_SIZE,
 static pthread_mutex_t segment_lock = PTHREAD_MUTEX_INITIALIZER;
 static hz_segment_t *segment_lists[HZ_SEGMENT_KINDS];
 static hz_segment_t *segment_cache; /* empty segments, linked by next */
+static hz_segment_t *segment_all;   /* mapped page segments, by all_next */
 static size_t segment_cache_count;
 static _Atomic size_t segment_live;
 
@@ -64,7 +65,10 @@ static unsigned segment_page_shift(hz_segment_kind_t kind) {
 /* Lay out the header for `kind` and push every page on the free stack. */
 static void segment_format(hz_segment_t *seg, hz_segment_kind_t kind,
                            bool fresh) {
+  hz_segment_t *all_next = seg->all_next, *all_prev = seg->all_prev;
   memset(seg, 0, sizeof *seg);
+  seg->all_next = all_next;
+  seg->all_prev = all_prev;
   unsigned shift = segment_page_shift(kind);
   seg->kind = (uint8_t)kind;
   seg->page_shift = (uint8_t)shift;
@@ -109,6 +113,9 @@ static hz_segment_t *segment_new(hz_segment_kind_t kind) {
     seg = hz_os_map_aligned(HZ_SEGMENT_SIZE, HZ_SEGMENT_SIZE);
     if (seg == NULL) return NULL;
     hz_segment_register(seg);
+    seg->all_next = segment_all;
+    if (segment_all != NULL) segment_all->all_prev = seg;
+    segment_all = seg;
     fresh = true;
   }
   segment_format(seg, kind, fresh);
@@ -122,8 +129,27 @@ static void segment_release(hz_segment_t *seg) {
     segment_cache_count++;
     return;
   }
+  if (seg->all_prev != NULL) seg->all_prev->all_next = seg->all_next;
+  else segment_all = seg->all_next;
+  if (seg->all_next != NULL) seg->all_next->all_prev = seg->all_prev;
   hz_segment_unregister(seg);
   hz_os_unmap(seg, HZ_SEGMENT_SIZE);
+}
+
+void hz_segment_summarize(size_t *pages, size_t *blocks, size_t *bytes) {
+  *pages = *blocks = *bytes = 0;
+  pthread_mutex_lock(&segment_lock);
+  for (hz_segment_t *seg = segment_all; seg != NULL; seg = seg->all_next) {
+    for (int i = 0; i < seg->page_count; i++) {
+      const volatile hz_page_t *page = &seg->pages[i];
+      if (page->heap == NULL) continue;
+      size_t used = page->used;
+      *pages += 1;
+      *blocks += used;
+      *bytes += used * page->block_size;
+    }
+  }
+  pthread_mutex_unlock(&segment_lock);
 }
 
 hz_page_t *hz_segment_page_alloc(hz_segment_kind_t kind) {

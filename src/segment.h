@@ -32,6 +32,8 @@ typedef struct hz_segment_s {
   size_t map_size; /* bytes mapped from the segment start (large blocks) */
   struct hz_segment_s *next; /* segments of this kind with a free page */
   struct hz_segment_s *prev;
+  struct hz_segment_s *all_next; /* every mapped page segment */
+  struct hz_segment_s *all_prev;
   hz_page_t *free_pages;
   /* One spare descriptor: a pointer exactly at the segment end indexes it. */
   hz_page_t pages[HZ_PAGES_PER_SEGMENT + 1];
@@ -76,5 +78,9 @@ void hz_segment_fork_child(void);
 
 /* Counters for the stats report. */
 size_t hz_segment_count(void);
+/* Pages in use and the blocks they hand out, over every segment. Safe to
+ * call from any thread (segments stay mapped while it runs); the numbers
+ * are a snapshot that owners may be changing at the same time. */
+void hz_segment_summarize(size_t *pages, size_t *blocks, size_t *bytes);
 
 #endif

@@ -9,7 +9,9 @@
  * thread exited, and a remote free must always find a valid inbox. */
 #include "thread.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -27,6 +29,7 @@ static uint8_t *heap_chunk;     /* bump allocation of new heaps */
 static size_t heap_chunk_left;
 
 static pthread_key_t thread_key;
+static HZ_TLS bool thread_exiting; /* our key destructor has run */
 static _Atomic int process_state; /* 0 new, 1 starting, 2 ready */
 static _Atomic int hooks_state;   /* 0 none, 1 installing, 2 installed */
 
@@ -123,6 +126,7 @@ void hz_thread_reclaim_pooled(void) {
  * ------------------------------------------------------------------------- */
 static void thread_exit(void *value) {
   hz_heap_t *heap = value;
+  thread_exiting = true;
   if (heap == NULL || heap != hz_heap_tls) return;
   hz_heap_flush(heap);
   hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
@@ -168,6 +172,30 @@ hz_heap_t *hz_thread_attach(void) {
   return heap;
 }
 
+/* Destructors of other keys may allocate after ours ran. Binding a heap
+ * again would leave it with a dead thread once glibc stops calling
+ * destructors, so such calls borrow a pooled heap and give it back. */
+void *hz_thread_malloc_unattached(size_t size) {
+  hz_heap_t *heap = thread_exiting ? heap_take() : hz_thread_attach();
+  if (heap == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *p = hz_heap_malloc_slow(heap, size);
+  if (thread_exiting) {
+    pthread_mutex_lock(&pool_lock);
+    heap_pool_locked(heap);
+    pthread_mutex_unlock(&pool_lock);
+  }
+  return p;
+}
+
+/* Register the thread key and fork handlers as early as possible: fork
+ * handlers registered before ours would run while our locks are held. */
+__attribute__((constructor)) static void thread_process_start(void) {
+  if (hz_heap_tls == &hz_heap_empty) hz_thread_attach();
+}
+
 static bool pool_contains_locked(const hz_heap_t *heap) {
   for (const hz_heap_t *h = heaps_pooled; h != NULL; h = h->next_pooled)
     if (h == heap) return true;
@@ -180,14 +208,18 @@ static bool pool_contains_locked(const hz_heap_t *heap) {
 void hz_heap_fork_prepare(void) { pthread_mutex_lock(&pool_lock); }
 void hz_heap_fork_parent(void) { pthread_mutex_unlock(&pool_lock); }
 
+/* Heaps of threads that do not exist in the child may have been in the
+ * middle of a change (their owner, or a reclaim, works without the pool
+ * lock), so the child never touches them again: they are abandoned, and
+ * blocks freed to them stay in their inboxes. Pooled heaps are intact (the
+ * pool lock was held across fork). */
 void hz_heap_fork_child(hz_heap_t *survivor) {
   pthread_mutex_init(&pool_lock, NULL);
-  /* A reclaim in progress at fork time had a heap out of the pool. */
-  for (hz_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all)
-    if (heap->state == HZ_HEAP_POOLED && !pool_contains_locked(heap))
-      pool_push_locked(heap);
-  for (hz_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all)
-    if (heap->state == HZ_HEAP_LIVE && heap != survivor) heap_pool_locked(heap);
+  for (hz_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all) {
+    bool pooled = heap->state == HZ_HEAP_POOLED && pool_contains_locked(heap);
+    if (heap != survivor && heap->state != HZ_HEAP_EMPTY && !pooled)
+      heap->state = HZ_HEAP_ABANDONED;
+  }
 }
 
 void hz_thread_summarize(hz_heap_summary_t *out) {
@@ -196,4 +228,5 @@ void hz_thread_summarize(hz_heap_summary_t *out) {
   for (hz_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all)
     hz_heap_summarize_one(heap, out);
   pthread_mutex_unlock(&pool_lock);
+  hz_segment_summarize(&out->pages_in_use, &out->blocks_live, &out->bytes_live);
 }

@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
 
 #include "check.h"
 #include "test_alloc.h"
@@ -66,6 +69,60 @@ static void *many_worker(void *arg) {
   return (void *)(uintptr_t)verify_and_free(p, 32 + (uintptr_t)arg % 512, 0x55);
 }
 
+/* Last-round destructor: glibc calls key destructors at most
+ * PTHREAD_DESTRUCTOR_ITERATIONS (4) times; allocating in the last round
+ * must not leave a heap bound to the dead thread (RSS would grow with
+ * every thread). */
+static pthread_key_t last_round_key;
+static __thread int last_rounds;
+static void last_round_destructor(void *value) {
+  t_free(value);
+  char *p = filled(2000, 0x21);
+  if (++last_rounds < 4) pthread_setspecific(last_round_key, p);
+  else t_free(p);
+}
+
+static void *last_round_thread(void *arg) {
+  (void)arg;
+  pthread_setspecific(last_round_key, filled(64, 0x23));
+  return (void *)1;
+}
+
+static long rss_kb(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  long pages = 0, rss = 0;
+  if (f != NULL) {
+    if (fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = 0;
+    fclose(f);
+  }
+  return rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* A fork handler registered before the allocator's own (from a constructor
+ * that runs before any allocation) allocates in the child. */
+static void early_child_handler(void) {
+  char *p = filled(100000, 0x31);
+  if (!verify_and_free(p, 100000, 0x31)) _exit(5);
+}
+__attribute__((constructor(101))) static void register_early_atfork(void) {
+  pthread_atfork(NULL, NULL, early_child_handler);
+}
+
+static int fork_with_early_handler(void) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(0);
+  for (int waited_ms = 0; waited_ms < 10000; waited_ms += 10) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  fprintf(stderr, "lifecycle: child deadlocked in an early fork handler\n");
+  return 0;
+}
+
 static void *atexit_block;
 static void at_exit_handler(void) {
   char *p = filled(5000, 0x66);
@@ -118,6 +175,22 @@ int main(void) {
     pthread_join(many[i], &ok);
     CHECK(ok == (void *)1);
   }
+
+  CHECK(pthread_key_create(&last_round_key, last_round_destructor) == 0);
+  long rss_before = 0;
+  for (int i = 0; i < 3000; i++) {
+    pthread_t t;
+    void *ok = NULL;
+    if (i == 500) rss_before = rss_kb();
+    pthread_create(&t, NULL, last_round_thread, NULL);
+    pthread_join(t, &ok);
+    CHECK(ok == (void *)1);
+  }
+  long growth = rss_kb() - rss_before;
+  fprintf(stderr, "lifecycle: RSS growth over 2500 exiting threads: %ld KiB\n", growth);
+  CHECK_MSG(growth < 16 * 1024, "RSS grew by %ld KiB over 2500 threads", growth);
+
+  CHECK(fork_with_early_handler());
 
   atexit_block = filled(777, 0x77);
   CHECK(atexit(at_exit_handler) == 0);
