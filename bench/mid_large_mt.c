@@ -1,0 +1,117 @@
+/* mid_large_mt: threads doing random replacement of 8..32 KiB blocks in
+ * their own working sets (no sharing), every page of each new block
+ * touched.
+ *
+ * Result: ops/s = all iterations of all threads / wall time of the
+ * measured loop (one iteration = one free + one malloc + touch). */
+#include "bench.h"
+
+#include <pthread.h>
+
+#define MIN_SIZE (8u << 10)
+#define MAX_SIZE (32u << 10)
+
+static const char usage[] =
+    "usage: mid_large_mt [THREADS] [ITERS] [WS]\n"
+    "  THREADS  worker threads               (default 4)\n"
+    "  ITERS    iterations per thread        (default 1000000)\n"
+    "  WS       slots per thread             (default 256)\n"
+    "Each thread fills its WS slots (untimed), then per iteration picks a\n"
+    "random slot, frees its block, mallocs a new 8..32 KiB block and\n"
+    "touches every page of it. Threads start together at a barrier.\n"
+    "Seeds are fixed per thread.\n"
+    "Metric: ops/s (throughput) = THREADS*ITERS / wall time.\n";
+
+typedef struct {
+  int id;
+  pthread_t tid;
+  char pad[64];
+} worker_t;
+
+static struct {
+  int threads;
+  long long iters, ws;
+  pthread_barrier_t start, stop;
+} g;
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n);
+  if (p == NULL) {
+    fprintf(stderr, "mid_large_mt: malloc(%zu) failed\n", n);
+    exit(1);
+  }
+  return p;
+}
+
+static void *worker(void *arg) {
+  worker_t *self = arg;
+  const uint64_t ws = (uint64_t)g.ws;
+  bench_rng_t rng;
+  bench_rng_seed(&rng, 0x6d6c6dull * 1000 + (uint64_t)self->id + 1);
+  void **slots = xmalloc(sizeof(void *) * ws);
+
+  /* Warm-up (untimed): fill the working set. */
+  for (uint64_t i = 0; i < ws; i++) {
+    size_t n = (size_t)bench_rng_range(&rng, MIN_SIZE, MAX_SIZE);
+    slots[i] = xmalloc(n);
+    bench_touch(slots[i], n);
+  }
+
+  pthread_barrier_wait(&g.start);
+  for (long long i = 0; i < g.iters; i++) {
+    uint64_t r = bench_rng_next(&rng);
+    uint64_t s = (r >> 32) % ws;
+    size_t n = MIN_SIZE + (size_t)((r & 0xffffffffu) % (MAX_SIZE - MIN_SIZE + 1));
+    free(slots[s]);
+    slots[s] = xmalloc(n);
+    bench_touch(slots[s], n);
+  }
+  pthread_barrier_wait(&g.stop);
+
+  for (uint64_t i = 0; i < ws; i++) free(slots[i]);
+  free(slots);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  if (bench_wants_help(argc, argv, usage)) return 0;
+  long long threads = bench_arg(argc, argv, 1, 4);
+  long long iters = bench_arg(argc, argv, 2, 1000000);
+  long long ws = bench_arg(argc, argv, 3, 256);
+  if (threads < 1 || threads > 4096 || iters < 0 || ws < 1) {
+    fprintf(stderr, "mid_large_mt: bad arguments\n%s", usage);
+    return 2;
+  }
+  g.threads = (int)threads;
+  g.iters = iters;
+  g.ws = ws;
+
+  worker_t *w = calloc((size_t)threads, sizeof(worker_t));
+  if (w == NULL) {
+    fprintf(stderr, "mid_large_mt: out of memory\n");
+    return 1;
+  }
+  pthread_barrier_init(&g.start, NULL, (unsigned)threads + 1);
+  pthread_barrier_init(&g.stop, NULL, (unsigned)threads + 1);
+  for (int i = 0; i < g.threads; i++) {
+    w[i].id = i;
+    int rc = pthread_create(&w[i].tid, NULL, worker, &w[i]);
+    if (rc != 0) {
+      fprintf(stderr, "mid_large_mt: pthread_create: %s\n", strerror(rc));
+      return 1;
+    }
+  }
+  pthread_barrier_wait(&g.start);
+  double t0 = bench_now();
+  pthread_barrier_wait(&g.stop);
+  double secs = bench_now() - t0;
+  for (int i = 0; i < g.threads; i++) pthread_join(w[i].tid, NULL);
+  pthread_barrier_destroy(&g.start);
+  pthread_barrier_destroy(&g.stop);
+  free(w);
+
+  double ops = secs > 0 ? (double)iters * (double)threads / secs : 0.0;
+  bench_result("mid_large_mt", "threads=%lld iters=%lld ws=%lld ops/s=%.0f",
+               threads, iters, ws, ops);
+  return 0;
+}

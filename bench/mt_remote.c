@@ -1,0 +1,375 @@
+/* mt_remote: cross-thread (remote) free throughput.
+ *
+ * Each of THREADS threads owns WS slots. Every iteration a thread first
+ * frees whatever its receive ring holds (blocks handed over by the
+ * previous thread), then picks a random slot:
+ *   empty -> malloc(uniform MIN..MAX), write the first and last byte;
+ *   full  -> free the block: with probability REMOTE_PCT% it is handed to
+ *            the next thread ((id+1) % THREADS) through a bounded
+ *            single-producer/single-consumer ring, which that thread then
+ *            frees (a remote free); if the ring is full the block is freed
+ *            locally and counted as a fallback.
+ * With one thread the ring leads back to the thread itself.
+ *
+ * Result: ops/s = all iterations of all threads / wall time of the
+ * measured loop. */
+#define _GNU_SOURCE /* CPU affinity */
+#include "bench.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define CACHE_LINE 64
+/* A producer waits (yields) while the next thread has this many
+ * hand-offs (or RING/2 if smaller) still to free. */
+#ifndef SOFT_MAX
+#define SOFT_MAX 4096
+#endif
+
+static const char usage[] =
+    "usage: mt_remote [THREADS] [ITERS] [WS] [MIN] [MAX] [REMOTE_PCT] [RING]\n"
+    "  THREADS     worker threads                        (default 4)\n"
+    "  ITERS       iterations per thread                 (default 1000000)\n"
+    "  WS          slots per thread                      (default 400)\n"
+    "  MIN, MAX    block size range in bytes, uniform    (default 16 2048)\n"
+    "  REMOTE_PCT  % of frees handed to the next thread  (default 50)\n"
+    "  RING        entries of each SPSC hand-off ring    (default 65536)\n"
+    "Per iteration: free everything in the receive ring, then a random slot\n"
+    "is filled (malloc + write first/last byte) or emptied (free, locally or\n"
+    "remotely via the ring; full ring = local free counted as fallback).\n"
+    "Slots start about half full (warm-up, untimed). Seeds are fixed per\n"
+    "thread. Metric: ops/s (throughput) = THREADS*ITERS / wall time.\n"
+    "Also reports remote_pct_eff (remote frees / all frees * 100) and\n"
+    "fallback_pct (fallbacks / attempted remote frees * 100); a warning goes\n"
+    "to stderr when fallback_pct exceeds 0.1.\n";
+
+/* Bounded SPSC ring. head is written only by the consumer, tail only by
+ * the producer; each sits on its own cache line. Indices grow without
+ * bound (64-bit) and are reduced modulo the capacity. */
+typedef struct {
+  _Alignas(CACHE_LINE) _Atomic uint64_t head; /* next slot to consume */
+  char pad0[CACHE_LINE - sizeof(uint64_t)];
+  _Alignas(CACHE_LINE) _Atomic uint64_t tail; /* next slot to produce */
+  char pad1[CACHE_LINE - sizeof(uint64_t)];
+  _Alignas(CACHE_LINE) void **buf;
+  uint64_t cap;
+  uint64_t mask; /* cap - 1 when cap is a power of two, else 0 */
+  /* Producer-private cache of head, to avoid reading the consumer's line
+   * on every push. */
+  _Alignas(CACHE_LINE) uint64_t head_cache;
+} ring_t;
+
+typedef struct {
+  _Alignas(CACHE_LINE) ring_t ring; /* this thread's receive ring */
+  int id;
+  void **slots;
+  uint64_t local_frees;  /* frees done by the owner, incl. fallbacks */
+  uint64_t remote_frees; /* successful hand-offs */
+  uint64_t fallbacks;    /* hand-offs that found the ring full */
+  uint64_t drained;      /* blocks freed out of the receive ring */
+  uint64_t stalls;       /* yields waiting for the next thread */
+} worker_t;
+
+static struct {
+  int threads;
+  uint64_t iters;
+  uint64_t ws;
+  uint64_t min, max;
+  uint64_t remote_pct;
+  uint64_t ring;
+  uint64_t soft; /* backlog that makes a producer wait */
+  worker_t *w;
+  pthread_barrier_t start, stop;
+  _Atomic int done;
+  double t_end;
+  int ncpus;        /* CPUs to pin to; 0 = no pinning */
+  int cpus[CPU_SETSIZE];
+} g;
+
+static inline uint64_t ring_index(const ring_t *r, uint64_t i) {
+  return r->mask ? (i & r->mask) : (i % r->cap);
+}
+
+/* Producer side. Returns 0 if the ring is full. */
+static inline int ring_push(ring_t *r, void *p) {
+  uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+  if (t - r->head_cache >= r->cap) {
+    r->head_cache = atomic_load_explicit(&r->head, memory_order_acquire);
+    if (t - r->head_cache >= r->cap) return 0;
+  }
+  r->buf[ring_index(r, t)] = p;
+  atomic_store_explicit(&r->tail, t + 1, memory_order_release);
+  return 1;
+}
+
+/* Producer side: entries the consumer has not taken yet, as far as the
+ * producer knows (refreshes its view of head when the cached one says the
+ * ring is at least `level` full). */
+static inline uint64_t ring_backlog(ring_t *r, uint64_t level) {
+  uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+  if (t - r->head_cache >= level)
+    r->head_cache = atomic_load_explicit(&r->head, memory_order_acquire);
+  return t - r->head_cache;
+}
+
+/* Consumer side: free everything currently in the ring. */
+static inline uint64_t ring_drain(ring_t *r) {
+  uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+  uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
+  if (h == t) return 0;
+  uint64_t n = t - h;
+  for (; h != t; h++) free(r->buf[ring_index(r, h)]);
+  atomic_store_explicit(&r->head, h, memory_order_release);
+  return n;
+}
+
+static void *oom(size_t n) {
+  fprintf(stderr, "mt_remote: malloc(%zu) failed\n", n);
+  exit(1);
+}
+
+/* Backpressure, taken when the next thread is at least g.soft hand-offs
+ * behind (it was descheduled: with more threads than cores a consumer can
+ * be off the CPU for whole time slices while its producer runs). Give up
+ * the CPU until it catches up, emptying our own receive ring meanwhile so
+ * that a chain of waiting threads cannot wait on each other for ever.
+ * After STALL_GIVE_UP_S the producer carries on (and falls back to local
+ * frees if the ring is really full), so a stuck consumer cannot hang the
+ * run. Returns the number of yields. */
+#define STALL_GIVE_UP_S 0.05
+#ifndef NAP_NS
+#define NAP_NS 20000
+#endif
+static uint64_t stall(ring_t *tx, ring_t *rx, uint64_t *drained) {
+  uint64_t yields = 0;
+  double t0 = bench_now();
+  while (ring_backlog(tx, g.soft) >= g.soft) {
+    *drained += ring_drain(rx);
+    if (bench_now() - t0 > STALL_GIVE_UP_S) break;
+#ifdef USE_YIELD
+    sched_yield();
+#else
+    struct timespec nap = {0, NAP_NS};
+    nanosleep(&nap, NULL);
+#endif
+    yields++;
+  }
+  return yields;
+}
+
+/* Pin thread `id` to the id-th CPU (round robin) of the process's
+ * affinity mask, so the placement of producer/consumer pairs (same CPU or
+ * not) is the same in every run. BENCH_NO_PIN=1 turns this off. */
+static void pin_thread(int id) {
+  if (g.ncpus <= 1) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(g.cpus[id % g.ncpus], &set);
+  int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  if (rc != 0)
+    fprintf(stderr, "mt_remote: warning: cannot pin thread %d: %s\n", id,
+            strerror(rc));
+}
+
+static void *worker(void *arg) {
+  worker_t *self = arg;
+  pin_thread(self->id);
+  ring_t *rx = &self->ring;
+  ring_t *tx = &g.w[(self->id + 1) % g.threads].ring;
+  void **slots = self->slots;
+  const uint64_t ws = g.ws, lo = g.min, hi = g.max, iters = g.iters;
+  const uint64_t rpct = g.remote_pct;
+  const uint64_t soft = g.soft;
+  uint64_t local = 0, remote = 0, fallback = 0, drained = 0, stalls = 0;
+  bench_rng_t rng;
+  bench_rng_seed(&rng, 0x6d7472ull * 1000 + (uint64_t)self->id + 1);
+
+  /* Warm-up (untimed): fill about half the slots, the steady-state
+   * occupancy of random fill/empty. */
+  for (uint64_t i = 0; i < ws; i++) {
+    if (bench_rng_next(&rng) & 1) {
+      size_t n = (size_t)bench_rng_range(&rng, lo, hi);
+      char *p = malloc(n);
+      if (p == NULL) oom(n);
+      p[0] = 1;
+      p[n - 1] = 1;
+      slots[i] = p;
+    }
+  }
+
+  pthread_barrier_wait(&g.start);
+
+  for (uint64_t i = 0; i < iters; i++) {
+    drained += ring_drain(rx);
+    uint64_t r = bench_rng_next(&rng);
+    uint64_t s = (r & 0xffffffffu) % ws;
+    char *p = slots[s];
+    if (p == NULL) {
+      size_t n = (size_t)bench_rng_range(&rng, lo, hi);
+      p = malloc(n);
+      if (p == NULL) oom(n);
+      p[0] = (char)i;
+      p[n - 1] = (char)i;
+      slots[s] = p;
+    } else {
+      slots[s] = NULL;
+      if ((r >> 32) % 100 < rpct) {
+        if (ring_backlog(tx, soft) >= soft) stalls += stall(tx, rx, &drained);
+        if (ring_push(tx, p)) {
+          remote++;
+          continue;
+        }
+        fallback++;
+      }
+      free(p);
+      local++;
+    }
+  }
+
+  /* The last thread to finish ends the measured interval. Until then keep
+   * emptying the receive ring: the producer may still be running, and a
+   * finished consumer that stopped draining would make its ring fill up
+   * (fallbacks, and up to RING blocks held live). Sleep briefly between
+   * drains so the threads still working get the CPUs. */
+  if (atomic_fetch_add_explicit(&g.done, 1, memory_order_acq_rel) ==
+      g.threads - 1) {
+    g.t_end = bench_now();
+  } else {
+    struct timespec nap = {0, 50000};
+    while (atomic_load_explicit(&g.done, memory_order_acquire) < g.threads) {
+      drained += ring_drain(rx);
+      nanosleep(&nap, NULL);
+    }
+  }
+  /* Untimed: every producer has stopped, so the ring can be emptied for
+   * good; then free this thread's own live blocks. */
+  pthread_barrier_wait(&g.stop);
+  drained += ring_drain(rx);
+  for (uint64_t i = 0; i < ws; i++) {
+    free(slots[i]);
+    slots[i] = NULL;
+  }
+  self->local_frees = local;
+  self->remote_frees = remote;
+  self->fallbacks = fallback;
+  self->drained = drained;
+  self->stalls = stalls;
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  if (bench_wants_help(argc, argv, usage)) return 0;
+  long long threads = bench_arg(argc, argv, 1, 4);
+  long long iters = bench_arg(argc, argv, 2, 1000000);
+  long long ws = bench_arg(argc, argv, 3, 400);
+  long long min = bench_arg(argc, argv, 4, 16);
+  long long max = bench_arg(argc, argv, 5, 2048);
+  long long rpct = bench_arg(argc, argv, 6, 50);
+  long long ring = bench_arg(argc, argv, 7, 65536);
+  if (threads < 1 || threads > 4096 || iters < 0 || ws < 1 || min < 1 ||
+      max < min || rpct < 0 || rpct > 100 || ring < 1) {
+    fprintf(stderr, "mt_remote: bad arguments\n%s", usage);
+    return 2;
+  }
+  g.threads = (int)threads;
+  g.iters = (uint64_t)iters;
+  g.ws = (uint64_t)ws;
+  g.min = (uint64_t)min;
+  g.max = (uint64_t)max;
+  g.remote_pct = (uint64_t)rpct;
+  g.ring = (uint64_t)ring;
+  g.soft = g.ring < 2 ? g.ring : g.ring / 2;
+  if (g.soft > SOFT_MAX) g.soft = SOFT_MAX;
+
+  /* Cache-line aligned worker array carved out of a malloc'd block. */
+  size_t wbytes = sizeof(worker_t) * (size_t)threads + CACHE_LINE;
+  void *wraw = malloc(wbytes);
+  if (wraw == NULL) oom(wbytes);
+  memset(wraw, 0, wbytes);
+  g.w = (worker_t *)(((uintptr_t)wraw + CACHE_LINE - 1) &
+                     ~(uintptr_t)(CACHE_LINE - 1));
+  for (int i = 0; i < g.threads; i++) {
+    worker_t *w = &g.w[i];
+    w->id = i;
+    w->slots = calloc((size_t)ws, sizeof(void *));
+    w->ring.buf = calloc((size_t)ring, sizeof(void *));
+    if (w->slots == NULL || w->ring.buf == NULL) oom((size_t)ring * 8);
+    w->ring.cap = g.ring;
+    w->ring.mask = (g.ring & (g.ring - 1)) == 0 ? g.ring - 1 : 0;
+    atomic_init(&w->ring.head, 0);
+    atomic_init(&w->ring.tail, 0);
+    w->ring.head_cache = 0;
+  }
+
+  const char *nopin = getenv("BENCH_NO_PIN");
+  cpu_set_t allowed;
+  g.ncpus = 0;
+  if ((nopin == NULL || strcmp(nopin, "1") != 0) &&
+      sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+    for (int c = 0; c < CPU_SETSIZE; c++)
+      if (CPU_ISSET(c, &allowed)) g.cpus[g.ncpus++] = c;
+
+  pthread_barrier_init(&g.start, NULL, (unsigned)threads + 1);
+  pthread_barrier_init(&g.stop, NULL, (unsigned)threads + 1);
+  atomic_init(&g.done, 0);
+  pthread_t *tids = malloc(sizeof(pthread_t) * (size_t)threads);
+  if (tids == NULL) oom(sizeof(pthread_t) * (size_t)threads);
+  for (int i = 0; i < g.threads; i++) {
+    int rc = pthread_create(&tids[i], NULL, worker, &g.w[i]);
+    if (rc != 0) {
+      fprintf(stderr, "mt_remote: pthread_create: %s\n", strerror(rc));
+      return 1;
+    }
+  }
+
+  pthread_barrier_wait(&g.start);
+  double t0 = bench_now();
+  pthread_barrier_wait(&g.stop);
+  double t1 = g.t_end; /* published by the barrier */
+  for (int i = 0; i < g.threads; i++) pthread_join(tids[i], NULL);
+
+  uint64_t local = 0, remote = 0, fallback = 0, drained = 0, stalls = 0;
+  for (int i = 0; i < g.threads; i++) {
+    stalls += g.w[i].stalls;
+    local += g.w[i].local_frees;
+    remote += g.w[i].remote_frees;
+    fallback += g.w[i].fallbacks;
+    drained += g.w[i].drained;
+    free(g.w[i].slots);
+    free(g.w[i].ring.buf);
+  }
+  free(tids);
+  free(wraw);
+  pthread_barrier_destroy(&g.start);
+  pthread_barrier_destroy(&g.stop);
+
+  if (drained != remote)
+    fprintf(stderr, "mt_remote: internal error: %llu handed off, %llu freed\n",
+            (unsigned long long)remote, (unsigned long long)drained);
+
+  double secs = t1 - t0;
+  double total = (double)g.iters * (double)g.threads;
+  double ops = secs > 0 ? total / secs : 0.0;
+  uint64_t frees = local + remote;
+  double eff = frees ? 100.0 * (double)remote / (double)frees : 0.0;
+  uint64_t attempted = remote + fallback;
+  double fb = attempted ? 100.0 * (double)fallback / (double)attempted : 0.0;
+  if (fb > 0.1)
+    fprintf(stderr,
+            "mt_remote: warning: fallback %.3f%% of remote frees "
+            "(%llu of %llu) exceeds 0.1%%; ring too small or a consumer "
+            "starved\n",
+            fb, (unsigned long long)fallback, (unsigned long long)attempted);
+
+  bench_result("mt_remote",
+               "threads=%d iters=%llu ws=%llu min=%llu max=%llu "
+               "remote_pct=%llu ring=%llu remote_pct_eff=%.2f "
+               "fallback_pct=%.4f stalls=%llu ops/s=%.0f",
+               g.threads, (unsigned long long)g.iters,
+               (unsigned long long)g.ws, (unsigned long long)g.min,
+               (unsigned long long)g.max, (unsigned long long)g.remote_pct,
+               (unsigned long long)g.ring, eff, fb, (unsigned long long)stalls, ops);
+  return 0;
+}
