@@ -56,6 +56,7 @@ HZ_EXPORT size_t hz_usable_size(const void *ptr) {
     hz_heap_invalid_pointer("usable size", ptr, "not an allocated block");
     return 0;
   }
+  if (HZ_LIKELY(!page->has_aligned)) return page->block_size;
   const uint8_t *block = (const uint8_t *)hz_page_block_of(page, ptr);
   return page->block_size - (size_t)((const uint8_t *)ptr - block);
 }
