@@ -14,7 +14,7 @@
 static const char usage[] =
     "usage: mid_large_mt [THREADS] [ITERS] [WS]\n"
     "  THREADS  worker threads               (default 4)\n"
-    "  ITERS    iterations per thread        (default 1000000)\n"
+    "  ITERS    iterations per thread        (default 4000000)\n"
     "  WS       slots per thread             (default 256)\n"
     "Each thread fills its WS slots (untimed), then per iteration picks a\n"
     "random slot, frees its block, mallocs a new 8..32 KiB block and\n"
@@ -76,7 +76,7 @@ static void *worker(void *arg) {
 int main(int argc, char **argv) {
   if (bench_wants_help(argc, argv, usage)) return 0;
   long long threads = bench_arg(argc, argv, 1, 4);
-  long long iters = bench_arg(argc, argv, 2, 1000000);
+  long long iters = bench_arg(argc, argv, 2, 4000000);
   long long ws = bench_arg(argc, argv, 3, 256);
   if (threads < 1 || threads > 4096 || iters < 0 || ws < 1) {
     fprintf(stderr, "mid_large_mt: bad arguments\n%s", usage);

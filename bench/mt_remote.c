@@ -11,6 +11,17 @@
  *            locally and counted as a fallback.
  * With one thread the ring leads back to the thread itself.
  *
+ * Oversubscription (more threads than cores) means a consumer can be off
+ * the CPU for whole time slices while its producer runs, so a plain ring
+ * fills up: fallbacks, and up to RING blocks per ring held live (GiBs in
+ * the 128 KiB lane). Hence backpressure: once the next thread is
+ * min(1024, RING/2) hand-offs behind, the producer naps (20 us at a time,
+ * still draining its own ring) until the backlog drops, giving up after
+ * 50 ms. Naps are counted as stalls=. Threads are also pinned round-robin
+ * to the allowed CPUs (thread i -> i-th CPU mod n), so each
+ * producer/consumer pair lands the same way in every run; without that,
+ * glibc results were bimodal (+-40%) depending on placement.
+ *
  * Result: ops/s = all iterations of all threads / wall time of the
  * measured loop. */
 #define _GNU_SOURCE /* CPU affinity */
@@ -22,16 +33,18 @@
 #include <stdint.h>
 
 #define CACHE_LINE 64
-/* A producer waits (yields) while the next thread has this many
- * hand-offs (or RING/2 if smaller) still to free. */
-#ifndef SOFT_MAX
-#define SOFT_MAX 4096
-#endif
+/* Backpressure level: a producer waits while the next thread still has
+ * this many hand-offs (or RING/2 if smaller) to free. Bounds the blocks in
+ * flight to THREADS * SOFT_MAX however the threads are scheduled. */
+#define SOFT_MAX 1024
+/* How long a producer naps while waiting, and when it gives up waiting. */
+#define STALL_NAP_NS 20000
+#define STALL_GIVE_UP_S 0.05
 
 static const char usage[] =
     "usage: mt_remote [THREADS] [ITERS] [WS] [MIN] [MAX] [REMOTE_PCT] [RING]\n"
     "  THREADS     worker threads                        (default 4)\n"
-    "  ITERS       iterations per thread                 (default 1000000)\n"
+    "  ITERS       iterations per thread                 (default 4000000)\n"
     "  WS          slots per thread                      (default 400)\n"
     "  MIN, MAX    block size range in bytes, uniform    (default 16 2048)\n"
     "  REMOTE_PCT  % of frees handed to the next thread  (default 50)\n"
@@ -39,8 +52,13 @@ static const char usage[] =
     "Per iteration: free everything in the receive ring, then a random slot\n"
     "is filled (malloc + write first/last byte) or emptied (free, locally or\n"
     "remotely via the ring; full ring = local free counted as fallback).\n"
-    "Slots start about half full (warm-up, untimed). Seeds are fixed per\n"
-    "thread. Metric: ops/s (throughput) = THREADS*ITERS / wall time.\n"
+    "Backpressure: a producer whose next thread is min(1024, RING/2)\n"
+    "hand-offs behind naps (20 us steps, draining its own ring, at most\n"
+    "50 ms) until it catches up; naps are reported as stalls=.\n"
+    "Threads are pinned round-robin to the allowed CPUs (BENCH_NO_PIN=1 in\n"
+    "the environment turns that off). Slots start about half full (warm-up,\n"
+    "untimed). Seeds are fixed per thread.\n"
+    "Metric: ops/s (throughput) = THREADS*ITERS / wall time of the loop.\n"
     "Also reports remote_pct_eff (remote frees / all frees * 100) and\n"
     "fallback_pct (fallbacks / attempted remote frees * 100); a warning goes\n"
     "to stderr when fallback_pct exceeds 0.1.\n";
@@ -69,7 +87,7 @@ typedef struct {
   uint64_t remote_frees; /* successful hand-offs */
   uint64_t fallbacks;    /* hand-offs that found the ring full */
   uint64_t drained;      /* blocks freed out of the receive ring */
-  uint64_t stalls;       /* yields waiting for the next thread */
+  uint64_t stalls;       /* naps waiting for the next thread */
 } worker_t;
 
 static struct {
@@ -131,32 +149,23 @@ static void *oom(size_t n) {
 }
 
 /* Backpressure, taken when the next thread is at least g.soft hand-offs
- * behind (it was descheduled: with more threads than cores a consumer can
- * be off the CPU for whole time slices while its producer runs). Give up
- * the CPU until it catches up, emptying our own receive ring meanwhile so
- * that a chain of waiting threads cannot wait on each other for ever.
- * After STALL_GIVE_UP_S the producer carries on (and falls back to local
- * frees if the ring is really full), so a stuck consumer cannot hang the
- * run. Returns the number of yields. */
-#define STALL_GIVE_UP_S 0.05
-#ifndef NAP_NS
-#define NAP_NS 20000
-#endif
+ * behind. Nap (so the CPU goes to threads that can make progress) until
+ * it catches up, emptying our own receive ring meanwhile so that a chain
+ * of waiting threads cannot end up waiting on each other. After
+ * STALL_GIVE_UP_S the producer carries on (and falls back to a local free
+ * if the ring is really full), so a consumer that never runs cannot hang
+ * the benchmark. Returns the number of naps. */
 static uint64_t stall(ring_t *tx, ring_t *rx, uint64_t *drained) {
-  uint64_t yields = 0;
+  uint64_t naps = 0;
   double t0 = bench_now();
   while (ring_backlog(tx, g.soft) >= g.soft) {
     *drained += ring_drain(rx);
     if (bench_now() - t0 > STALL_GIVE_UP_S) break;
-#ifdef USE_YIELD
-    sched_yield();
-#else
-    struct timespec nap = {0, NAP_NS};
+    struct timespec nap = {0, STALL_NAP_NS};
     nanosleep(&nap, NULL);
-#endif
-    yields++;
+    naps++;
   }
-  return yields;
+  return naps;
 }
 
 /* Pin thread `id` to the id-th CPU (round robin) of the process's
@@ -262,7 +271,7 @@ static void *worker(void *arg) {
 int main(int argc, char **argv) {
   if (bench_wants_help(argc, argv, usage)) return 0;
   long long threads = bench_arg(argc, argv, 1, 4);
-  long long iters = bench_arg(argc, argv, 2, 1000000);
+  long long iters = bench_arg(argc, argv, 2, 4000000);
   long long ws = bench_arg(argc, argv, 3, 400);
   long long min = bench_arg(argc, argv, 4, 16);
   long long max = bench_arg(argc, argv, 5, 2048);

@@ -10,7 +10,7 @@
 
 static const char usage[] =
     "usage: random_mixed [ITERS] [WS] [MIN] [MAX] [SEED] [DIST]\n"
-    "  ITERS  measured iterations                 (default 20000000)\n"
+    "  ITERS  measured iterations                 (default 50000000)\n"
     "  WS     working-set slots                   (default 1000)\n"
     "  MIN    smallest block in bytes             (default 16)\n"
     "  MAX    largest block in bytes              (default 65536)\n"
@@ -71,7 +71,7 @@ static void *xmalloc(size_t n) {
 
 int main(int argc, char **argv) {
   if (bench_wants_help(argc, argv, usage)) return 0;
-  long long iters = bench_arg(argc, argv, 1, 20000000);
+  long long iters = bench_arg(argc, argv, 1, 50000000);
   long long ws = bench_arg(argc, argv, 2, 1000);
   long long min = bench_arg(argc, argv, 3, 16);
   long long max = bench_arg(argc, argv, 4, 65536);

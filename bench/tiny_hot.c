@@ -7,7 +7,7 @@
 
 static const char usage[] =
     "usage: tiny_hot [ITERS] [DEPTH]\n"
-    "  ITERS  malloc+free pairs to time     (default 50000000)\n"
+    "  ITERS  malloc+free pairs to time     (default 250000000)\n"
     "  DEPTH  blocks per LIFO burst         (default 16)\n"
     "Sizes are 8..64 B from a fixed pseudo-random table (seed 1); each\n"
     "burst mallocs DEPTH blocks, writes a byte in each, frees them in\n"
@@ -37,7 +37,7 @@ static inline unsigned burst(char **stack, long long depth,
 
 int main(int argc, char **argv) {
   if (bench_wants_help(argc, argv, usage)) return 0;
-  long long iters = bench_arg(argc, argv, 1, 50000000);
+  long long iters = bench_arg(argc, argv, 1, 250000000);
   long long depth = bench_arg(argc, argv, 2, 16);
   if (iters < 0 || depth < 1 || depth > (1LL << 24)) {
     fprintf(stderr, "tiny_hot: bad arguments\n%s", usage);

@@ -12,7 +12,7 @@
 
 static const char usage[] =
     "usage: vm_mixed [ITERS] [WS]\n"
-    "  ITERS  measured iterations     (default 200000)\n"
+    "  ITERS  measured iterations     (default 100000)\n"
     "  WS     working-set slots       (default 32)\n"
     "One thread. WS slots are filled first (untimed); each iteration picks\n"
     "a random slot, frees its block, mallocs a new 512 KiB..2 MiB block and\n"
@@ -30,7 +30,7 @@ static void *xmalloc(size_t n) {
 
 int main(int argc, char **argv) {
   if (bench_wants_help(argc, argv, usage)) return 0;
-  long long iters = bench_arg(argc, argv, 1, 200000);
+  long long iters = bench_arg(argc, argv, 1, 100000);
   long long ws = bench_arg(argc, argv, 2, 32);
   if (iters < 0 || ws < 1) {
     fprintf(stderr, "vm_mixed: bad arguments\n%s", usage);
