@@ -1,5 +1,6 @@
 # Thin wrapper over CMake/CTest. `make` builds build/libhakozuna.so and the
-# other products; `make test` builds and runs every test.
+# other products; `make test` builds and runs every test; `make bench`
+# compares hakozuna with the peer allocators.
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
@@ -17,7 +18,10 @@ test:
 	$(MAKE) all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# `make bench` runs the default comparison (about 10 minutes);
+# `make bench ARGS="--full"` the whole matrix; ARGS="--help" for the rest.
 bench: all
+	/usr/bin/python3 bench/harness.py $(ARGS)
 
 install: all
 	cmake --install $(BUILD)
