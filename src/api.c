@@ -56,7 +56,7 @@ HZ_EXPORT size_t hz_usable_size(const void *ptr) {
     hz_heap_invalid_pointer("usable size", ptr, "not an allocated block");
     return 0;
   }
-  if (HZ_LIKELY(!page->has_aligned)) return page->block_size;
+  if (HZ_LIKELY(!hz_page_has_aligned(page))) return page->block_size;
   const uint8_t *block = (const uint8_t *)hz_page_block_of(page, ptr);
   return page->block_size - (size_t)((const uint8_t *)ptr - block);
 }
@@ -107,7 +107,8 @@ static void *api_aligned_small(size_t alignment, size_t size) {
   uint8_t *aligned = (uint8_t *)HZ_ALIGN_UP((uintptr_t)block, alignment);
   if (aligned != block) {
     hz_page_t *page = hz_segment_page_of(hz_segment_of(block), block);
-    if (!page->has_aligned) page->has_aligned = 1;
+    if (!hz_page_has_aligned(page))
+      atomic_store_explicit(&page->has_aligned, 1, memory_order_relaxed);
   }
   return aligned;
 }

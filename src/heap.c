@@ -99,7 +99,7 @@ static void heap_unfull(hz_heap_t *heap, hz_page_t *page) {
 
 /* A free by the owner of the page, p possibly interior to its block. */
 static void heap_free_local(hz_heap_t *heap, hz_page_t *page, void *p) {
-  hz_block_t *block = page->has_aligned ? hz_page_block_of(page, p) : p;
+  hz_block_t *block = hz_page_has_aligned(page) ? hz_page_block_of(page, p) : p;
   HZ_ASSERT(page->used > 0);
   block->next = page->local_free;
   page->local_free = block;

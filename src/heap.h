@@ -83,7 +83,7 @@ HZ_INLINE void hz_heap_free(void *p) {
   hz_page_t *page = hz_segment_page_of(seg, p);
   hz_heap_t *heap = hz_heap_current();
   if (HZ_LIKELY(page->heap == heap) &&
-      HZ_LIKELY((page->in_full | page->has_aligned) == 0)) {
+      HZ_LIKELY(!page->in_full && !hz_page_has_aligned(page))) {
     hz_block_t *block = p;
     block->next = page->local_free;
     page->local_free = block;

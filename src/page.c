@@ -22,7 +22,7 @@ void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id) {
   page->free = NULL;
   page->local_free = NULL;
   page->in_full = 0;
-  page->has_aligned = 0;
+  atomic_store_explicit(&page->has_aligned, 0, memory_order_relaxed);
   page->next = page->prev = NULL;
 }
 

@@ -13,6 +13,7 @@
 #ifndef HZ_PAGE_H
 #define HZ_PAGE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -33,7 +34,9 @@ typedef struct hz_page_s {
   uint32_t block_size;
   uint8_t class_id;
   uint8_t in_full;        /* on the heap's full queue, not its class queue */
-  uint8_t has_aligned;    /* some block was returned at an interior offset */
+  /* Some block was returned at an interior offset. Set by the owner, read
+   * by any thread asking for a block's usable size: relaxed atomic. */
+  _Atomic uint8_t has_aligned;
   uint8_t is_zero;        /* never-used blocks past `capacity` are zero */
   uint32_t page_index;    /* index inside its segment */
   struct hz_heap_s *heap; /* owner; NULL when the page is free */
@@ -59,6 +62,10 @@ void hz_page_check(const hz_page_t *page);
 #else
 #define hz_page_check(page) ((void)0)
 #endif
+
+HZ_INLINE bool hz_page_has_aligned(const hz_page_t *page) {
+  return atomic_load_explicit(&page->has_aligned, memory_order_relaxed) != 0;
+}
 
 HZ_INLINE bool hz_page_all_free(const hz_page_t *page) {
   return page->used == 0;
