@@ -294,6 +294,14 @@ def sh(cmd):
         return ""
 
 
+def by_family(summary):
+    """The summary rows grouped by benchmark, in first-seen order."""
+    families = {}
+    for row in summary:
+        families.setdefault(row[0].bench, []).append(row)
+    return list(families.items())
+
+
 def higher_is_better(metric):
     return metric != "secs"
 
@@ -970,12 +978,7 @@ def write_summary_md(path, meta, summary, allocs, skipped_allocs, skipped_cases,
              "summary.csv also has a distribution-free CI of the median when n >= 6.")
     L.append("")
 
-    fams = []
-    for c, metric, cr in summary:
-        if c.bench not in fams:
-            fams.append(c.bench)
-    for fam in fams:
-        items = [(c, m, cr) for c, m, cr in summary if c.bench == fam]
+    for fam, items in by_family(summary):
         metric = next((m for _, m, _ in items if m), None)
         L.append("## %s%s" % (fam, "" if metric is None else
                               " (%s, %s is better)" % (metric, "higher" if higher_is_better(metric)
@@ -1110,12 +1113,7 @@ def charts(outdir, summary, allocs, runs):
     for i, a in enumerate(names):
         colors[a] = palette[i % len(palette)]
     written = []
-    fams = []
-    for c, _, _ in summary:
-        if c.bench not in fams:
-            fams.append(c.bench)
-    for fam in fams:
-        items = [(c, m, cr) for c, m, cr in summary if c.bench == fam]
+    for fam, items in by_family(summary):
         try:
             if fam == "mt_remote":
                 fn = chart_mt_remote(plt, outdir, items, names, colors, runs)

@@ -128,7 +128,6 @@ void *hz_api_memalign(size_t alignment, size_t size) {
   }
   if (size + alignment - HZ_MIN_ALIGN <= HZ_SMALL_MAX)
     return api_aligned_small(alignment, size);
-  hz_process_init();
   return hz_large_alloc(size, alignment);
 }
 

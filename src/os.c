@@ -16,14 +16,8 @@
 #include "config.h"
 #include "stats.h"
 
-static size_t os_page_size = 4096;
-
-void hz_os_init(void) {
-  long ps = sysconf(_SC_PAGESIZE);
-  if (ps > 0) os_page_size = (size_t)ps;
-}
-
-size_t hz_os_page_size(void) { return os_page_size; }
+/* glibc answers from the loader's data: no system call, no allocation. */
+size_t hz_os_page_size(void) { return (size_t)sysconf(_SC_PAGESIZE); }
 
 void *hz_os_map(size_t size) {
   int saved = errno;
@@ -121,7 +115,7 @@ size_t hz_os_rss(void) {
       buf[n] = 0;
       unsigned long size_pages = 0, rss_pages = 0;
       if (sscanf(buf, "%lu %lu", &size_pages, &rss_pages) == 2)
-        rss = rss_pages * os_page_size;
+        rss = rss_pages * hz_os_page_size();
     }
   }
   errno = saved;

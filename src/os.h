@@ -7,7 +7,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-void hz_os_init(void);
 size_t hz_os_page_size(void);
 
 /* Fresh zeroed read-write memory, or NULL. */

@@ -41,13 +41,11 @@ HZ_EXPORT int posix_memalign(void **out, size_t alignment, size_t size) {
 }
 
 HZ_EXPORT void *valloc(size_t size) {
-  hz_process_init();
   return hz_memalign(hz_os_page_size(), size);
 }
 
 /* glibc: the size rounded up to whole pages (one page for 0). */
 HZ_EXPORT void *pvalloc(size_t size) {
-  hz_process_init();
   size_t page = hz_os_page_size();
   if (size > HZ_REQUEST_MAX) {
     errno = ENOMEM;

@@ -33,7 +33,7 @@ typedef struct hz_page_s {
   uint32_t reserved; /* blocks that fit in the page */
   uint32_t block_size;
   uint8_t class_id;
-  uint8_t in_full;        /* on the heap's full queue, not its class queue */
+  uint8_t in_full; /* on the heap's full queue, not its class queue */
   /* Some block was returned at an interior offset. Set by the owner, read
    * by any thread asking for a block's usable size: relaxed atomic. */
   _Atomic uint8_t has_aligned;

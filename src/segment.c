@@ -129,8 +129,10 @@ static void segment_release(hz_segment_t *seg) {
     segment_cache_count++;
     return;
   }
-  if (seg->all_prev != NULL) seg->all_prev->all_next = seg->all_next;
-  else segment_all = seg->all_next;
+  if (seg->all_prev != NULL)
+    seg->all_prev->all_next = seg->all_next;
+  else
+    segment_all = seg->all_next;
   if (seg->all_next != NULL) seg->all_next->all_prev = seg->all_prev;
   hz_segment_unregister(seg);
   hz_os_unmap(seg, HZ_SEGMENT_SIZE);

@@ -11,8 +11,8 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdbool.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "options.h"
@@ -25,22 +25,22 @@ static hz_heap_t *heaps_all;    /* every heap, linked by next_all */
 static hz_heap_t *heaps_pooled; /* FIFO linked by next_pooled */
 static hz_heap_t *heaps_pooled_tail;
 static _Atomic size_t heaps_pooled_count;
-static uint8_t *heap_chunk;     /* bump allocation of new heaps */
+static uint8_t *heap_chunk; /* bump allocation of new heaps */
 static size_t heap_chunk_left;
 
 static pthread_key_t thread_key;
 static HZ_TLS bool thread_exiting; /* our key destructor has run */
-static _Atomic int process_state; /* 0 new, 1 starting, 2 ready */
-static _Atomic int hooks_state;   /* 0 none, 1 installing, 2 installed */
+static _Atomic int process_state;  /* 0 new, 1 starting, 2 ready */
+static _Atomic int hooks_state;    /* 0 none, 1 installing, 2 installed */
 
 /* ---------------------------------------------------------------------------
  * Process start-up
  * ------------------------------------------------------------------------- */
-void hz_process_init(void) {
+/* Read the options, once, whichever thread comes first. */
+static void process_init(void) {
   int expected = 0;
   if (atomic_load_explicit(&process_state, memory_order_acquire) == 2) return;
   if (atomic_compare_exchange_strong(&process_state, &expected, 1)) {
-    hz_os_init();
     hz_options_init();
     atomic_store_explicit(&process_state, 2, memory_order_release);
     return;
@@ -80,8 +80,10 @@ static hz_heap_t *pool_pop_locked(void) {
 
 static void pool_push_locked(hz_heap_t *heap) {
   heap->next_pooled = NULL;
-  if (heaps_pooled_tail != NULL) heaps_pooled_tail->next_pooled = heap;
-  else heaps_pooled = heap;
+  if (heaps_pooled_tail != NULL)
+    heaps_pooled_tail->next_pooled = heap;
+  else
+    heaps_pooled = heap;
   heaps_pooled_tail = heap;
   atomic_fetch_add_explicit(&heaps_pooled_count, 1, memory_order_relaxed);
 }
@@ -163,7 +165,7 @@ static void install_hooks(void) {
 }
 
 hz_heap_t *hz_thread_attach(void) {
-  hz_process_init();
+  process_init();
   hz_heap_t *heap = heap_take();
   if (heap == NULL) return NULL;
   hz_heap_tls = heap;

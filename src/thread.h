@@ -13,8 +13,6 @@ hz_heap_t *hz_thread_attach(void);
 /* malloc for a thread without a heap: attach one, or, when the thread is
  * already past its exit handler, serve the call from a borrowed heap. */
 void *hz_thread_malloc_unattached(size_t size);
-/* Make sure options and the OS layer are initialised. */
-void hz_process_init(void);
 /* Flush one pooled heap (drain its inbox, give back its empty pages). */
 void hz_thread_reclaim_pooled(void);
 /* Summary over every heap, for the stats report. */
