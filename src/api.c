@@ -108,7 +108,7 @@ static void *api_aligned_small(size_t alignment, size_t size) {
   if (aligned != block) {
     hz_page_t *page = hz_segment_page_of(hz_segment_of(block), block);
     if (!hz_page_has_aligned(page))
-      atomic_store_explicit(&page->has_aligned, 1, memory_order_relaxed);
+      hz_page_set_flag(page, HZ_PAGE_ALIGNED, true);
   }
   return aligned;
 }

@@ -72,26 +72,78 @@ void hz_heap_init(hz_heap_t *heap) {
 }
 
 /* ---------------------------------------------------------------------------
+ * Spare pages
+ * ------------------------------------------------------------------------- */
+static const uint8_t spare_max[HZ_HEAP_SPARE_KINDS] = {
+    [HZ_SEGMENT_SMALL] = 4,  /* 256 KiB */
+    [HZ_SEGMENT_MEDIUM] = 2, /* 1 MiB */
+    [HZ_SEGMENT_BIG] = 1,
+};
+
+static hz_segment_kind_t page_kind(const hz_page_t *page) {
+  return hz_segment_kind_for(page->block_size);
+}
+
+/* Keep an empty page for reuse, or give it back to its segment. */
+static void heap_spare_push(hz_heap_t *heap, hz_page_t *page) {
+  hz_segment_kind_t kind = page_kind(page);
+  if (heap->spare_count[kind] >= spare_max[kind]) {
+    hz_segment_page_free(page);
+    return;
+  }
+  page->prev = NULL;
+  page->next = heap->spare[kind];
+  heap->spare[kind] = page;
+  heap->spare_count[kind]++;
+}
+
+/* A spare page of `kind`, preferring one already cut for `cls`. */
+static hz_page_t *heap_spare_take(hz_heap_t *heap, hz_segment_kind_t kind,
+                                  uint8_t cls) {
+  hz_page_t **link = &heap->spare[kind];
+  if (*link == NULL) return NULL;
+  while (*link != NULL && (*link)->class_id != cls)
+    link = &(*link)->next;
+  if (*link == NULL) link = &heap->spare[kind];
+  hz_page_t *page = *link;
+  *link = page->next;
+  page->next = NULL;
+  heap->spare_count[kind]--;
+  return page;
+}
+
+static void heap_spare_release(hz_heap_t *heap) {
+  for (int kind = 0; kind < HZ_HEAP_SPARE_KINDS; kind++) {
+    while (heap->spare[kind] != NULL) {
+      hz_page_t *page = heap->spare[kind];
+      heap->spare[kind] = page->next;
+      hz_segment_page_free(page);
+    }
+    heap->spare_count[kind] = 0;
+  }
+}
+
+/* ---------------------------------------------------------------------------
  * Freeing
  * ------------------------------------------------------------------------- */
 static void heap_retire_page(hz_heap_t *heap, hz_page_t *page) {
   uint8_t cls = page->class_id;
-  queue_remove(page->in_full ? &heap->full : &heap->queues[cls], page);
+  queue_remove(hz_page_in_full(page) ? &heap->full : &heap->queues[cls], page);
   if (heap->direct[cls] == page) heap_update_direct(heap, cls);
   heap->stats.pages_retired++;
-  hz_segment_page_free(page);
+  heap_spare_push(heap, page);
 }
 
 void hz_heap_page_emptied(hz_heap_t *heap, hz_page_t *page) {
   /* Keep the page malloc is using, so alloc/free of one block does not
-   * bounce pages through the segment lock. */
+   * bounce pages through the spare list. */
   if (heap->direct[page->class_id] == page) return;
   heap_retire_page(heap, page);
 }
 
 static void heap_unfull(hz_heap_t *heap, hz_page_t *page) {
   queue_remove(&heap->full, page);
-  page->in_full = 0;
+  hz_page_set_flag(page, HZ_PAGE_IN_FULL, false);
   queue_push_back(&heap->queues[page->class_id], page);
   if (heap->direct[page->class_id] == EMPTY_PAGE)
     heap_update_direct(heap, page->class_id);
@@ -99,12 +151,14 @@ static void heap_unfull(hz_heap_t *heap, hz_page_t *page) {
 
 /* A free by the owner of the page, p possibly interior to its block. */
 static void heap_free_local(hz_heap_t *heap, hz_page_t *page, void *p) {
-  hz_block_t *block = hz_page_has_aligned(page) ? hz_page_block_of(page, p) : p;
+  unsigned flags = hz_page_flags(page);
+  hz_block_t *block =
+      (flags & HZ_PAGE_ALIGNED) ? hz_page_block_of(page, p) : (hz_block_t *)p;
   HZ_ASSERT(page->used > 0);
   block->next = page->local_free;
   page->local_free = block;
   page->used--;
-  if (page->in_full) heap_unfull(heap, page);
+  if (flags & HZ_PAGE_IN_FULL) heap_unfull(heap, page);
   hz_page_check(page);
   if (page->used == 0) hz_heap_page_emptied(heap, page);
 }
@@ -114,10 +168,19 @@ void hz_heap_invalid_pointer(const char *what, const void *p,
   hz_os_message("error: %s of %p (%s)", what, p, context);
 }
 
+/* A block of another heap's page: into our stash, or straight to the
+ * owner's inbox when this thread has no heap (exiting). */
 static void heap_free_remote(hz_heap_t *heap, hz_page_t *page, void *p) {
-  hz_block_t *block = p;
-  hz_remote_push(&page->heap->inbox, block, block);
-  if (heap->state != HZ_HEAP_EMPTY) heap->stats.remote_frees++;
+  hz_block_t *block =
+      hz_page_has_aligned(page) ? hz_page_block_of(page, p) : (hz_block_t *)p;
+  hz_inbox_t *dest = &page->heap->inbox;
+  if (heap->state == HZ_HEAP_EMPTY) {
+    hz_remote_push(dest, block, block);
+    return;
+  }
+  heap->stats.remote_frees++;
+  heap->stats.batches_published +=
+      hz_remote_stash(&heap->stash, dest, block, page->block_size);
 }
 
 void hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
@@ -133,52 +196,99 @@ void hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
   }
 }
 
-/* Give every block in the inbox back to its page. */
+static void heap_flush_stash(hz_heap_t *heap) {
+  if (!hz_remote_stash_empty(&heap->stash))
+    heap->stats.batches_published += hz_remote_flush(&heap->stash);
+}
+
+/* Most blocks one drain gives back to their pages; the rest wait in the
+ * backlog for the next slow path, so no single malloc pays for a huge
+ * inbox. */
+#define DRAIN_BUDGET 4096
+
+/* Give blocks received through the inbox back to their pages. */
 static void heap_drain_inbox(hz_heap_t *heap) {
-  hz_block_t *block = hz_remote_take_all(&heap->inbox);
-  if (block == NULL) return;
-  heap->stats.inbox_drains++;
-  while (block != NULL) {
+  hz_block_t *block = heap->backlog;
+  if (block == NULL) {
+    block = hz_remote_take_all(&heap->inbox);
+    if (block == NULL) return;
+    heap->stats.inbox_drains++;
+  }
+  int n = 0;
+  for (; block != NULL && n < DRAIN_BUDGET; n++) {
     hz_block_t *next = block->next;
-    hz_segment_t *seg = hz_segment_of(block);
-    hz_page_t *page = hz_segment_page_of(seg, block);
+    hz_page_t *page = hz_segment_page_of(hz_segment_base(block), block);
     HZ_ASSERT(page->heap == heap);
     heap_free_local(heap, page, block);
-    heap->stats.drained_blocks++;
     block = next;
   }
+  heap->stats.drained_blocks += (uint64_t)n;
+  heap->backlog = block;
+}
+
+static bool heap_has_incoming(hz_heap_t *heap) {
+  return heap->backlog != NULL || hz_remote_pending(&heap->inbox);
 }
 
 /* ---------------------------------------------------------------------------
  * Allocating
  * ------------------------------------------------------------------------- */
-/* A page of class `cls` with a free block, now first in its queue. */
+/* A page for class `cls` with free blocks: a spare page, or a fresh one
+ * from the segments. */
+static hz_page_t *heap_new_page(hz_heap_t *heap, uint8_t cls) {
+  hz_segment_kind_t kind = hz_segment_kind_for(hz_sizeclass_block_size(cls));
+  hz_page_t *page = heap_spare_take(heap, kind, cls);
+  if (page != NULL && page->class_id == cls) {
+    hz_page_collect(page);
+    if (page->free != NULL || hz_page_extend(page)) return page;
+  }
+  if (page == NULL) {
+    hz_thread_reclaim_pooled();
+    page = hz_segment_page_alloc(kind);
+    if (page == NULL) return NULL;
+    heap->stats.pages_acquired++;
+  }
+  hz_page_init(page, heap, cls);
+  hz_page_extend(page);
+  return page;
+}
+
+static void heap_move_to_front(hz_page_queue_t *q, hz_page_t *page) {
+  if (page == q->first) return;
+  queue_remove(q, page);
+  queue_push_front(q, page);
+}
+
+/* A page of class `cls` with a free block, now first in its queue. Blocks
+ * already freed are reused before fresh ones are carved, so memory is
+ * touched only when the class really needs more. */
 static hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls) {
   hz_page_queue_t *q = &heap->queues[cls];
+  hz_page_t *extendable = NULL;
   hz_page_t *page = q->first;
   while (page != NULL) {
     hz_page_t *next = page->next;
     hz_page_collect(page);
-    if (page->free != NULL || hz_page_extend(page)) {
-      if (page != q->first) {
-        queue_remove(q, page);
-        queue_push_front(q, page);
-      }
+    if (page->free != NULL) {
+      heap_move_to_front(q, page);
       return page;
     }
-    queue_remove(q, page);
-    page->in_full = 1;
-    queue_push_back(&heap->full, page);
+    if (page->capacity < page->reserved) {
+      if (extendable == NULL) extendable = page;
+    } else {
+      queue_remove(q, page);
+      hz_page_set_flag(page, HZ_PAGE_IN_FULL, true);
+      queue_push_back(&heap->full, page);
+    }
     page = next;
   }
-  hz_thread_reclaim_pooled();
-  size_t block_size = hz_sizeclass_block_size(cls);
-  page = hz_segment_page_alloc(hz_segment_kind_for(block_size));
-  if (page == NULL) return NULL;
-  heap->stats.pages_acquired++;
-  hz_page_init(page, heap, cls);
-  hz_page_extend(page);
-  queue_push_front(q, page);
+  if (extendable != NULL) {
+    hz_page_extend(extendable);
+    heap_move_to_front(q, extendable);
+    return extendable;
+  }
+  page = heap_new_page(heap, cls);
+  if (page != NULL) queue_push_front(q, page);
   return page;
 }
 
@@ -186,7 +296,8 @@ void *hz_heap_malloc_slow(hz_heap_t *heap, size_t size) {
   if (heap->state == HZ_HEAP_EMPTY) return hz_thread_malloc_unattached(size);
   if (size > HZ_SMALL_MAX) return hz_large_alloc(size, 0);
   heap->stats.slow_mallocs++;
-  if (hz_remote_pending(&heap->inbox)) heap_drain_inbox(heap);
+  heap_flush_stash(heap);
+  if (heap_has_incoming(heap)) heap_drain_inbox(heap);
   uint8_t cls = hz_sizeclass_of(size);
   hz_page_t *page = heap->direct[cls];
   if (page->free == NULL) {
@@ -207,10 +318,13 @@ void *hz_heap_malloc_slow(hz_heap_t *heap, size_t size) {
 /* ---------------------------------------------------------------------------
  * Lifecycle
  * ------------------------------------------------------------------------- */
-/* Return what the heap can: drain its inbox and retire its empty pages.
- * Pages with live blocks stay with the heap while it is pooled. */
+/* Return what the heap can: publish its stash, drain its inbox and give
+ * its empty and spare pages back to the segments. Pages with live blocks
+ * stay with the heap while it is pooled. */
 void hz_heap_flush(hz_heap_t *heap) {
-  heap_drain_inbox(heap);
+  heap_flush_stash(heap);
+  while (heap_has_incoming(heap))
+    heap_drain_inbox(heap);
   for (int c = 0; c < HZ_CLASS_COUNT; c++) {
     heap->direct[c] = EMPTY_PAGE;
     hz_page_t *page = heap->queues[c].first;
@@ -221,6 +335,7 @@ void hz_heap_flush(hz_heap_t *heap) {
     }
     heap_update_direct(heap, (uint8_t)c);
   }
+  heap_spare_release(heap);
 }
 
 void hz_heap_summarize_one(const hz_heap_t *heap, hz_heap_summary_t *out) {

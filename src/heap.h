@@ -30,6 +30,11 @@ typedef enum {
   HZ_HEAP_ABANDONED /* left behind in a fork child; never used again */
 } hz_heap_state_t;
 
+/* Empty pages a heap keeps per page kind (small, medium, big) so that a
+ * class which empties and refills pages does not go through the segment
+ * lock (and the kernel) each time. */
+#define HZ_HEAP_SPARE_KINDS 3
+
 typedef struct hz_heap_s {
   /* Fast path: the page malloc pops from, per class (never NULL). */
   hz_page_t *direct[HZ_CLASS_COUNT];
@@ -37,7 +42,12 @@ typedef struct hz_heap_s {
   hz_page_queue_t queues[HZ_CLASS_COUNT];
   /* Pages with no free block left (all classes). */
   hz_page_queue_t full;
-  hz_inbox_t inbox;
+  /* Blocks other threads freed to us (written by them) on its own line. */
+  _Alignas(64) hz_inbox_t inbox;
+  _Alignas(64) hz_block_t *backlog; /* taken from the inbox, not yet home */
+  hz_stash_t stash;                 /* our frees bound for other heaps */
+  hz_page_t *spare[HZ_HEAP_SPARE_KINDS]; /* empty pages, linked by next */
+  uint8_t spare_count[HZ_HEAP_SPARE_KINDS];
   hz_heap_stats_t stats;
   hz_heap_state_t state;
   struct hz_heap_s *next_all;    /* every heap ever made */
@@ -74,16 +84,15 @@ HZ_INLINE void *hz_heap_malloc(size_t size) {
 }
 
 HZ_INLINE void hz_heap_free(void *p) {
-  hz_segment_t *seg = hz_segment_of(p);
-  if (HZ_UNLIKELY(seg == NULL)) {
+  if (HZ_UNLIKELY(!hz_segment_owns(p))) {
     if (p != NULL)
       hz_heap_invalid_pointer("invalid free", p, "not allocated by hakozuna");
     return;
   }
+  hz_segment_t *seg = hz_segment_base(p);
   hz_page_t *page = hz_segment_page_of(seg, p);
   hz_heap_t *heap = hz_heap_current();
-  if (HZ_LIKELY(page->heap == heap) &&
-      HZ_LIKELY(!page->in_full && !hz_page_has_aligned(page))) {
+  if (HZ_LIKELY(page->heap == heap) && HZ_LIKELY(hz_page_flags(page) == 0)) {
     hz_block_t *block = p;
     block->next = page->local_free;
     page->local_free = block;

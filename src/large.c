@@ -40,7 +40,6 @@ void *hz_large_alloc(size_t size, size_t align) {
   seg->used_pages = 1;
   seg->map_size = map_size;
   seg->pages[0].start = (uint8_t *)seg + offset;
-  seg->pages[0].end = (uint8_t *)seg + map_size;
   hz_segment_register(seg);
   hz_stats_count_large_alloc(map_size);
   return seg->pages[0].start;
@@ -60,5 +59,5 @@ void hz_large_free(hz_segment_t *seg, void *p) {
 }
 
 size_t hz_large_usable_size(const hz_segment_t *seg, const void *p) {
-  return (size_t)(seg->pages[0].end - (const uint8_t *)p);
+  return (size_t)((const uint8_t *)seg + seg->map_size - (const uint8_t *)p);
 }

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 size_t hz_os_page_size(void);
 
@@ -20,6 +21,9 @@ void hz_os_unmap(void *addr, size_t size);
 void hz_os_discard(void *addr, size_t size);
 
 const char *hz_os_getenv(const char *name);
+
+/* A monotonic clock in milliseconds (coarse: a few ms resolution). */
+uint64_t hz_os_now_ms(void);
 
 /* printf-style output to stderr, prefixed "hakozuna: ". */
 void hz_os_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -16,13 +16,12 @@ void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id) {
   page->heap = heap;
   page->class_id = class_id;
   page->block_size = (uint32_t)block_size;
-  page->reserved = (uint32_t)((size_t)(page->end - page->start) / block_size);
+  page->reserved = (uint16_t)(page->area / block_size);
   page->capacity = 0;
   page->used = 0;
   page->free = NULL;
   page->local_free = NULL;
-  page->in_full = 0;
-  atomic_store_explicit(&page->has_aligned, 0, memory_order_relaxed);
+  atomic_store_explicit(&page->flags, 0, memory_order_relaxed);
   page->next = page->prev = NULL;
 }
 
@@ -38,8 +37,8 @@ bool hz_page_extend(hz_page_t *page) {
   size_t size = page->block_size;
   size_t count = PAGE_EXTEND_BYTES / size;
   if (count < PAGE_EXTEND_MIN_BLOCKS) count = PAGE_EXTEND_MIN_BLOCKS;
-  if (count > page->reserved - page->capacity)
-    count = page->reserved - page->capacity;
+  size_t left = (size_t)page->reserved - page->capacity;
+  if (count > left) count = left;
   uint8_t *first = page->start + (size_t)page->capacity * size;
   /* Link the new blocks in address order and put them before `free`. */
   hz_block_t *last = (hz_block_t *)(first + (count - 1) * size);
@@ -47,7 +46,7 @@ bool hz_page_extend(hz_page_t *page) {
     ((hz_block_t *)p)->next = (hz_block_t *)(p + size);
   last->next = page->free;
   page->free = (hz_block_t *)first;
-  page->capacity += (uint32_t)count;
+  page->capacity += (uint16_t)count;
   return true;
 }
 
@@ -58,7 +57,7 @@ hz_block_t *hz_page_block_of(const hz_page_t *page, const void *p) {
 
 bool hz_page_is_block_start(const hz_page_t *page, const void *p) {
   const uint8_t *b = p;
-  if (b < page->start || b >= page->end) return false;
+  if (b < page->start || b >= hz_page_end(page)) return false;
   size_t offset = (size_t)(b - page->start);
   return offset % page->block_size == 0 &&
          offset / page->block_size < page->capacity;

@@ -25,26 +25,29 @@ typedef struct hz_block_s {
 
 struct hz_heap_s;
 
+/* Bits of hz_page_t.flags. Only the owner writes them (relaxed); any
+ * thread may read them (usable_size reads HZ_PAGE_ALIGNED). */
+#define HZ_PAGE_IN_FULL 1u /* on the heap's full queue, not its class queue */
+#define HZ_PAGE_ALIGNED 2u /* some block was returned at an interior offset */
+
+/* 64 bytes, so segment -> descriptor is a shift. */
 typedef struct hz_page_s {
   hz_block_t *free;       /* blocks ready for malloc */
   hz_block_t *local_free; /* blocks freed by the owner since the last collect */
-  uint32_t used;
-  uint32_t capacity; /* blocks carved out so far */
-  uint32_t reserved; /* blocks that fit in the page */
-  uint32_t block_size;
-  uint8_t class_id;
-  uint8_t in_full; /* on the heap's full queue, not its class queue */
-  /* Some block was returned at an interior offset. Set by the owner, read
-   * by any thread asking for a block's usable size: relaxed atomic. */
-  _Atomic uint8_t has_aligned;
-  uint8_t is_zero;        /* never-used blocks past `capacity` are zero */
-  uint32_t page_index;    /* index inside its segment */
   struct hz_heap_s *heap; /* owner; NULL when the page is free */
   uint8_t *start;         /* first block */
-  uint8_t *end;           /* end of the page's usable area */
   struct hz_page_s *next; /* heap queue, or the segment's free stack */
   struct hz_page_s *prev;
+  uint16_t used;
+  uint16_t capacity; /* blocks carved out so far */
+  uint16_t reserved; /* blocks that fit in the page */
+  uint8_t class_id;
+  _Atomic uint8_t flags; /* HZ_PAGE_* bits; 0 on the free fast path */
+  uint32_t block_size;
+  uint32_t area; /* bytes from start to the end of the page */
 } hz_page_t;
+
+_Static_assert(sizeof(hz_page_t) == 64, "page descriptor is one cache line");
 
 /* Set the page up for `class_id`, owned by `heap`. */
 void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id);
@@ -63,8 +66,27 @@ void hz_page_check(const hz_page_t *page);
 #define hz_page_check(page) ((void)0)
 #endif
 
+HZ_INLINE unsigned hz_page_flags(const hz_page_t *page) {
+  return atomic_load_explicit(&page->flags, memory_order_relaxed);
+}
+
 HZ_INLINE bool hz_page_has_aligned(const hz_page_t *page) {
-  return atomic_load_explicit(&page->has_aligned, memory_order_relaxed) != 0;
+  return (hz_page_flags(page) & HZ_PAGE_ALIGNED) != 0;
+}
+
+HZ_INLINE bool hz_page_in_full(const hz_page_t *page) {
+  return (hz_page_flags(page) & HZ_PAGE_IN_FULL) != 0;
+}
+
+/* Owner only: set or clear flag bits. */
+HZ_INLINE void hz_page_set_flag(hz_page_t *page, unsigned bit, bool on) {
+  unsigned f = hz_page_flags(page);
+  f = on ? (f | bit) : (f & ~bit);
+  atomic_store_explicit(&page->flags, (uint8_t)f, memory_order_relaxed);
+}
+
+HZ_INLINE uint8_t *hz_page_end(const hz_page_t *page) {
+  return page->start + page->area;
 }
 
 HZ_INLINE bool hz_page_all_free(const hz_page_t *page) {

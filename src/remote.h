@@ -1,12 +1,19 @@
-/* remote: the multi-producer / single-consumer inbox through which other
- * threads return blocks to a heap. Producers push with a CAS and never
- * touch the owner's pages; the owner takes the whole list with one
- * atomic exchange (no ABA: nothing is ever popped singly). */
+/* remote: how blocks freed by one thread get back to the heap that owns
+ * them, without locks and without touching the owner's pages.
+ *
+ * The freeing thread collects such blocks in its stash: a few slots, each
+ * a linked list of blocks bound for one inbox. A slot is published with a
+ * single CAS when it is full (count or bytes), when its slot is needed for
+ * another destination, and when its heap flushes (malloc slow path, thread
+ * exit). The owner takes its whole inbox with one atomic exchange (no ABA:
+ * nothing is ever popped singly). A non-NULL inbox head is the pending
+ * flag: the owner polls one word and never scans. */
 #ifndef HZ_REMOTE_H
 #define HZ_REMOTE_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "page.h"
 
@@ -14,13 +21,41 @@ typedef struct {
   _Atomic(hz_block_t *) head;
 } hz_inbox_t;
 
-/* Append the list first..last (linked by next) to the inbox. */
+#define HZ_STASH_SLOTS      8
+#define HZ_STASH_MAX_BLOCKS 64
+#define HZ_STASH_MAX_BYTES  ((uint32_t)256 << 10)
+
+typedef struct {
+  hz_inbox_t *dest; /* NULL: slot empty */
+  hz_block_t *first;
+  hz_block_t *last;
+  uint32_t count;
+  uint32_t bytes;
+} hz_stash_slot_t;
+
+typedef struct {
+  hz_stash_slot_t slots[HZ_STASH_SLOTS];
+  uint32_t held; /* bit i set: slot i holds blocks */
+} hz_stash_t;
+
+/* Append the list first..last (linked by next) to the inbox: one CAS. */
 void hz_remote_push(hz_inbox_t *inbox, hz_block_t *first, hz_block_t *last);
 /* Take everything; NULL when empty. */
 hz_block_t *hz_remote_take_all(hz_inbox_t *inbox);
 
 HZ_INLINE bool hz_remote_pending(hz_inbox_t *inbox) {
   return atomic_load_explicit(&inbox->head, memory_order_relaxed) != NULL;
+}
+
+/* Stash a block of `size` bytes for `dest`. Returns the number of lists
+ * this published (0, 1 or 2). */
+unsigned hz_remote_stash(hz_stash_t *stash, hz_inbox_t *dest, hz_block_t *block,
+                         size_t size);
+/* Publish every slot; returns the number of lists published. */
+unsigned hz_remote_flush(hz_stash_t *stash);
+
+HZ_INLINE bool hz_remote_stash_empty(const hz_stash_t *stash) {
+  return stash->held == 0;
 }
 
 #endif

@@ -14,7 +14,10 @@
 
 #include "os.h"
 
-#define SEGMENT_CACHE_MAX 2
+/* Empty segments stay mapped (their pages resident) for reuse until they
+ * have been idle for SEGMENT_IDLE_MS; at most SEGMENT_CACHE_MAX of them. */
+#define SEGMENT_CACHE_MAX 64
+#define SEGMENT_IDLE_MS   1000
 
 _Atomic uint8_t hz_segment_map[HZ_SEGMENT_MAP_ENTRIES];
 
@@ -23,7 +26,7 @@ _Static_assert(sizeof(hz_segment_t) <= HZ_SEGMENT_HEADER_SIZE,
 
 static pthread_mutex_t segment_lock = PTHREAD_MUTEX_INITIALIZER;
 static hz_segment_t *segment_lists[HZ_SEGMENT_KINDS];
-static hz_segment_t *segment_cache; /* empty segments, linked by next */
+static hz_segment_t *segment_cache; /* empty segments, newest first */
 static hz_segment_t *segment_all;   /* mapped page segments, by all_next */
 static size_t segment_cache_count;
 static _Atomic size_t segment_live;
@@ -63,8 +66,7 @@ static unsigned segment_page_shift(hz_segment_kind_t kind) {
 }
 
 /* Lay out the header for `kind` and push every page on the free stack. */
-static void segment_format(hz_segment_t *seg, hz_segment_kind_t kind,
-                           bool fresh) {
+static void segment_format(hz_segment_t *seg, hz_segment_kind_t kind) {
   hz_segment_t *all_next = seg->all_next, *all_prev = seg->all_prev;
   memset(seg, 0, sizeof *seg);
   seg->all_next = all_next;
@@ -77,11 +79,9 @@ static void segment_format(hz_segment_t *seg, hz_segment_kind_t kind,
   uint8_t *base = (uint8_t *)seg;
   for (int i = seg->page_count - 1; i >= 0; i--) {
     hz_page_t *page = &seg->pages[i];
-    page->page_index = (uint32_t)i;
     page->start = base + ((size_t)i << shift);
     if (i == 0) page->start = base + HZ_SEGMENT_HEADER_SIZE;
-    page->end = base + ((size_t)(i + 1) << shift);
-    page->is_zero = fresh;
+    page->area = (uint32_t)(base + ((size_t)(i + 1) << shift) - page->start);
     page->next = seg->free_pages;
     seg->free_pages = page;
   }
@@ -105,7 +105,6 @@ static void list_remove(hz_segment_t **list, hz_segment_t *seg) {
 
 static hz_segment_t *segment_new(hz_segment_kind_t kind) {
   hz_segment_t *seg = segment_cache;
-  bool fresh = false;
   if (seg != NULL) {
     segment_cache = seg->next;
     segment_cache_count--;
@@ -116,19 +115,12 @@ static hz_segment_t *segment_new(hz_segment_kind_t kind) {
     seg->all_next = segment_all;
     if (segment_all != NULL) segment_all->all_prev = seg;
     segment_all = seg;
-    fresh = true;
   }
-  segment_format(seg, kind, fresh);
+  segment_format(seg, kind);
   return seg;
 }
 
-static void segment_release(hz_segment_t *seg) {
-  if (segment_cache_count < SEGMENT_CACHE_MAX) {
-    seg->next = segment_cache;
-    segment_cache = seg;
-    segment_cache_count++;
-    return;
-  }
+static void segment_unmap(hz_segment_t *seg) {
   if (seg->all_prev != NULL)
     seg->all_prev->all_next = seg->all_next;
   else
@@ -136,6 +128,32 @@ static void segment_release(hz_segment_t *seg) {
   if (seg->all_next != NULL) seg->all_next->all_prev = seg->all_prev;
   hz_segment_unregister(seg);
   hz_os_unmap(seg, HZ_SEGMENT_SIZE);
+}
+
+/* Unmap cached segments idle for too long (the cache is newest first, so
+ * they are at its end), or beyond the count limit. */
+static void segment_cache_trim(uint64_t now) {
+  hz_segment_t **link = &segment_cache;
+  size_t kept = 0;
+  while (*link != NULL) {
+    hz_segment_t *seg = *link;
+    if (kept < SEGMENT_CACHE_MAX && now - seg->idle_since < SEGMENT_IDLE_MS) {
+      kept++;
+      link = &seg->next;
+      continue;
+    }
+    *link = seg->next;
+    segment_unmap(seg);
+  }
+  segment_cache_count = kept;
+}
+
+static void segment_release(hz_segment_t *seg) {
+  uint64_t now = hz_os_now_ms();
+  seg->idle_since = now;
+  seg->next = segment_cache;
+  segment_cache = seg;
+  segment_cache_trim(now);
 }
 
 void hz_segment_summarize(size_t *pages, size_t *blocks, size_t *bytes) {
@@ -178,7 +196,6 @@ void hz_segment_page_free(hz_page_t *page) {
   pthread_mutex_lock(&segment_lock);
   page->heap = NULL;
   page->class_id = 0;
-  page->is_zero = 0;
   page->free = page->local_free = NULL;
   page->next = seg->free_pages;
   page->prev = NULL;

@@ -29,7 +29,8 @@ typedef struct hz_segment_s {
   uint8_t page_shift;
   uint16_t page_count;
   uint16_t used_pages;
-  size_t map_size; /* bytes mapped from the segment start (large blocks) */
+  size_t map_size;     /* bytes mapped from the segment start (large blocks) */
+  uint64_t idle_since; /* ms clock when it was emptied (in the cache) */
   struct hz_segment_s *next; /* segments of this kind with a free page */
   struct hz_segment_s *prev;
   struct hz_segment_s *all_next; /* every mapped page segment */
@@ -44,15 +45,21 @@ typedef struct hz_segment_s {
 
 extern _Atomic uint8_t hz_segment_map[HZ_SEGMENT_MAP_ENTRIES];
 
+/* The segment p would belong to, if it is ours. */
+HZ_INLINE hz_segment_t *hz_segment_base(const void *p) {
+  return (hz_segment_t *)(((uintptr_t)p - 1) & ~(uintptr_t)HZ_SEGMENT_MASK);
+}
+
+/* True when p lies in one of our segments (false for NULL). */
+HZ_INLINE bool hz_segment_owns(const void *p) {
+  size_t index = ((uintptr_t)p - 1) >> HZ_SEGMENT_SHIFT;
+  if (HZ_UNLIKELY(index >= HZ_SEGMENT_MAP_ENTRIES)) return false;
+  return atomic_load_explicit(&hz_segment_map[index], memory_order_relaxed);
+}
+
 /* The segment holding p, or NULL when p is not ours (NULL included). */
 HZ_INLINE hz_segment_t *hz_segment_of(const void *p) {
-  uintptr_t base = ((uintptr_t)p - 1) & ~(uintptr_t)HZ_SEGMENT_MASK;
-  size_t index = base >> HZ_SEGMENT_SHIFT;
-  if (HZ_UNLIKELY(index >= HZ_SEGMENT_MAP_ENTRIES)) return NULL;
-  if (HZ_UNLIKELY(
-          !atomic_load_explicit(&hz_segment_map[index], memory_order_relaxed)))
-    return NULL;
-  return (hz_segment_t *)base;
+  return hz_segment_owns(p) ? hz_segment_base(p) : NULL;
 }
 
 HZ_INLINE hz_page_t *hz_segment_page_of(hz_segment_t *seg, const void *p) {

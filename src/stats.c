@@ -45,9 +45,14 @@ void hz_stats_heap_add(hz_heap_stats_t *into, const hz_heap_stats_t *from) {
   into->pages_acquired += from->pages_acquired;
   into->pages_retired += from->pages_retired;
   into->remote_frees += from->remote_frees;
+  into->batches_published += from->batches_published;
   into->inbox_drains += from->inbox_drains;
   into->drained_blocks += from->drained_blocks;
   into->slow_mallocs += from->slow_mallocs;
+}
+
+static double ratio(uint64_t a, uint64_t b) {
+  return b == 0 ? 0.0 : (double)a / (double)b;
 }
 
 void hz_stats_report(const hz_heap_summary_t *h, size_t segments) {
@@ -61,10 +66,14 @@ void hz_stats_report(const hz_heap_summary_t *h, size_t segments) {
               (unsigned long long)c->pages_acquired,
               (unsigned long long)c->pages_retired);
   hz_os_print("  slow mallocs   %llu\n", (unsigned long long)c->slow_mallocs);
-  hz_os_print("  remote frees   %llu, %llu inbox drains, %llu blocks drained\n",
+  hz_os_print("  remote frees   %llu in %llu batches (%.1f per batch)\n",
               (unsigned long long)c->remote_frees,
+              (unsigned long long)c->batches_published,
+              ratio(c->remote_frees, c->batches_published));
+  hz_os_print("  inbox          %llu drains, %llu blocks (%.1f per drain)\n",
               (unsigned long long)c->inbox_drains,
-              (unsigned long long)c->drained_blocks);
+              (unsigned long long)c->drained_blocks,
+              ratio(c->drained_blocks, c->inbox_drains));
   hz_os_print("  large          %llu allocs, %llu frees, %zu bytes live\n",
               (unsigned long long)GET(large_allocs),
               (unsigned long long)GET(large_frees), GET(large_live_bytes));

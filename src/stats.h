@@ -8,12 +8,13 @@
 #include <stdint.h>
 
 typedef struct {
-  uint64_t pages_acquired; /* pages taken from segments */
-  uint64_t pages_retired;  /* empty pages given back */
-  uint64_t remote_frees;   /* blocks freed to another heap's inbox */
-  uint64_t inbox_drains;   /* non-empty inbox drains */
-  uint64_t drained_blocks; /* blocks received through the inbox */
-  uint64_t slow_mallocs;   /* mallocs that left the fast path */
+  uint64_t pages_acquired;    /* pages taken from segments */
+  uint64_t pages_retired;     /* empty pages given back */
+  uint64_t remote_frees;      /* blocks freed to another heap */
+  uint64_t batches_published; /* stash lists pushed onto inboxes */
+  uint64_t inbox_drains;      /* non-empty inbox takes */
+  uint64_t drained_blocks;    /* blocks received through the inbox */
+  uint64_t slow_mallocs;      /* mallocs that left the fast path */
 } hz_heap_stats_t;
 
 /* What the heap box knows, merged over every heap. */

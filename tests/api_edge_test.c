@@ -37,10 +37,10 @@ void *__libc_memalign(size_t alignment, size_t size);
 void *__libc_valloc(size_t size);
 void *__libc_pvalloc(size_t size);
 
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
+#define KiB              ((size_t)1 << 10)
+#define MiB              ((size_t)1 << 20)
 #define MAX_ALIGN_TESTED (4 * MiB)
-#define SENTINEL ((void *)(uintptr_t)0x5a5a1230)
+#define SENTINEL         ((void *)(uintptr_t)0x5a5a1230)
 
 /* ---------------------------------------------------------------------------
  * Helpers
@@ -56,7 +56,8 @@ static int aligned_to(const void *p, size_t alignment) {
 
 static size_t next_pow2(size_t x) {
   size_t p = 1;
-  while (p < x) p <<= 1;
+  while (p < x)
+    p <<= 1;
   return p;
 }
 
@@ -82,12 +83,14 @@ static unsigned char pattern_byte(size_t i, unsigned seed) {
 static void fill_range(void *p, size_t from, size_t to, unsigned seed) {
   unsigned char *b = p;
   size_t i = from;
-  for (; i < to && (i & 7) != 0; i++) b[i] = pattern_byte(i, seed);
+  for (; i < to && (i & 7) != 0; i++)
+    b[i] = pattern_byte(i, seed);
   for (; i + 8 <= to; i += 8) {
     uint64_t w = pattern_word(i >> 3, seed);
     memcpy(b + i, &w, 8);
   }
-  for (; i < to; i++) b[i] = pattern_byte(i, seed);
+  for (; i < to; i++)
+    b[i] = pattern_byte(i, seed);
 }
 
 /* Index of the first byte in [0, n) that differs from the pattern, or n. */
@@ -304,41 +307,29 @@ static const char *const ctor_names[C_COUNT] = {"malloc",
 
 static int ctor_available(const api_t *a, enum ctor c) {
   switch (c) {
-    case C_REALLOCARRAY_NULL:
-      return a->reallocarray_fn != NULL;
-    case C_ALIGNED_ALLOC16:
-      return a->aligned_alloc_fn != NULL;
-    case C_MEMALIGN16:
-      return a->memalign_fn != NULL;
-    case C_POSIX_MEMALIGN16:
-      return a->posix_memalign_fn != NULL;
-    default:
-      return 1;
+  case C_REALLOCARRAY_NULL: return a->reallocarray_fn != NULL;
+  case C_ALIGNED_ALLOC16: return a->aligned_alloc_fn != NULL;
+  case C_MEMALIGN16: return a->memalign_fn != NULL;
+  case C_POSIX_MEMALIGN16: return a->posix_memalign_fn != NULL;
+  default: return 1;
   }
 }
 
 static void *construct(const api_t *a, enum ctor c, size_t n) {
   void *p = NULL;
   switch (c) {
-    case C_MALLOC:
-      return a->malloc_fn(n);
-    case C_CALLOC:
-      return a->calloc_fn(1, n);
-    case C_REALLOC_NULL:
-      return a->realloc_fn(NULL, n);
-    case C_REALLOCARRAY_NULL:
-      return a->reallocarray_fn(NULL, n, 1);
-    case C_ALIGNED_ALLOC16:
-      return a->aligned_alloc_fn(16, n);
-    case C_MEMALIGN16:
-      return a->memalign_fn(16, n);
-    case C_POSIX_MEMALIGN16: {
-      int r = a->posix_memalign_fn(&p, 16, n);
-      CHECK_MSG(r == 0, "%sposix_memalign(16, %zu) returned %d", a->name, n, r);
-      return r == 0 ? p : NULL;
-    }
-    default:
-      return NULL;
+  case C_MALLOC: return a->malloc_fn(n);
+  case C_CALLOC: return a->calloc_fn(1, n);
+  case C_REALLOC_NULL: return a->realloc_fn(NULL, n);
+  case C_REALLOCARRAY_NULL: return a->reallocarray_fn(NULL, n, 1);
+  case C_ALIGNED_ALLOC16: return a->aligned_alloc_fn(16, n);
+  case C_MEMALIGN16: return a->memalign_fn(16, n);
+  case C_POSIX_MEMALIGN16: {
+    int r = a->posix_memalign_fn(&p, 16, n);
+    CHECK_MSG(r == 0, "%sposix_memalign(16, %zu) returned %d", a->name, n, r);
+    return r == 0 ? p : NULL;
+  }
+  default: return NULL;
   }
 }
 
@@ -422,7 +413,8 @@ static void test_huge_one(const api_t *a, size_t n) {
 
 static void test_huge_sizes(const api_t *a) {
   current_section = "huge sizes";
-  for (size_t i = 0; i < N_HUGE; i++) test_huge_one(a, huge_sizes[i]);
+  for (size_t i = 0; i < N_HUGE; i++)
+    test_huge_one(a, huge_sizes[i]);
   /* Round-up overflow in aligned paths: size just below SIZE_MAX - align. */
   static const size_t aligns[] = {32, 4096, 1 << 21};
   for (size_t i = 0; i < sizeof aligns / sizeof aligns[0]; i++) {
@@ -453,28 +445,19 @@ static void test_huge_sizes(const api_t *a) {
 static void *zero_request(const api_t *a, int kind) {
   void *p = NULL;
   switch (kind) {
-    case 0:
-      return a->malloc_fn(opaque(0));
-    case 1:
-      return a->calloc_fn(opaque(0), opaque(0));
-    case 2:
-      return a->calloc_fn(opaque(0), opaque(SIZE_MAX));
-    case 3:
-      return a->calloc_fn(opaque(SIZE_MAX), opaque(0));
-    case 4:
-      return a->realloc_fn(NULL, opaque(0));
-    case 5:
-      return a->reallocarray_fn ? a->reallocarray_fn(NULL, 0, 0) : NULL;
-    case 6:
-      return a->aligned_alloc_fn ? a->aligned_alloc_fn(64, 0) : NULL;
-    case 7:
-      return a->memalign_fn ? a->memalign_fn(4096, opaque(0)) : NULL;
-    case 8:
-      if (a->posix_memalign_fn && a->posix_memalign_fn(&p, 32, 0) != 0)
-        return NULL;
-      return p;
-    default:
+  case 0: return a->malloc_fn(opaque(0));
+  case 1: return a->calloc_fn(opaque(0), opaque(0));
+  case 2: return a->calloc_fn(opaque(0), opaque(SIZE_MAX));
+  case 3: return a->calloc_fn(opaque(SIZE_MAX), opaque(0));
+  case 4: return a->realloc_fn(NULL, opaque(0));
+  case 5: return a->reallocarray_fn ? a->reallocarray_fn(NULL, 0, 0) : NULL;
+  case 6: return a->aligned_alloc_fn ? a->aligned_alloc_fn(64, 0) : NULL;
+  case 7: return a->memalign_fn ? a->memalign_fn(4096, opaque(0)) : NULL;
+  case 8:
+    if (a->posix_memalign_fn && a->posix_memalign_fn(&p, 32, 0) != 0)
       return NULL;
+    return p;
+  default: return NULL;
   }
 }
 
@@ -507,7 +490,8 @@ static void test_zero_size(const api_t *a) {
                   "%s%s: live blocks %d and %d are both %p", a->name, kinds[k],
                   i, j, live[i]);
     }
-    for (int i = 0; i < N_ZERO; i++) a->free_fn(live[i]);
+    for (int i = 0; i < N_ZERO; i++)
+      a->free_fn(live[i]);
   }
 }
 
@@ -697,7 +681,8 @@ static void dirty_and_free(const api_t *a, void **blocks) {
  * also requested as (count, size) pairs other than (1, n). */
 static void test_calloc_reuse(const api_t *a) {
   void *blocks[N_REUSE];
-  for (size_t i = 0; i < N_REUSE; i++) blocks[i] = a->malloc_fn(reuse_sizes[i]);
+  for (size_t i = 0; i < N_REUSE; i++)
+    blocks[i] = a->malloc_fn(reuse_sizes[i]);
   dirty_and_free(a, blocks);
   for (int round = 0; round < 24; round++) {
     for (size_t i = 0; i < N_REUSE; i++) {
@@ -771,7 +756,8 @@ static size_t arith(size_t *out, size_t from, size_t to, long step) {
 static void test_realloc_chains(const api_t *a) {
   static size_t steps[CHAIN_MAX];
   size_t k = 0;
-  for (size_t s = 1; s <= 4 * MiB; s <<= 1) steps[k++] = s;
+  for (size_t s = 1; s <= 4 * MiB; s <<= 1)
+    steps[k++] = s;
   realloc_chain(a, "doubling", steps, k);
   for (size_t i = 0; i < k / 2; i++) {
     size_t t = steps[i];
@@ -946,7 +932,8 @@ static void test_free_errno(const api_t *a) {
   for (int i = 0; i < 256; i++)
     many[i] = a->malloc_fn((size_t)(i * 997) % 70000);
   errno = 12345;
-  for (int i = 0; i < 256; i++) a->free_fn(many[i]);
+  for (int i = 0; i < 256; i++)
+    a->free_fn(many[i]);
   CHECK_MSG(errno == 12345, "%s256 frees changed errno to %d", a->name, errno);
 }
 
@@ -1079,7 +1066,8 @@ static void test_cfree(void) {
   if (!cfree) return;
   errno = 12345;
   cfree(NULL);
-  for (size_t n = 1; n <= 4 * MiB; n *= 7) cfree(malloc(n));
+  for (size_t n = 1; n <= 4 * MiB; n *= 7)
+    cfree(malloc(n));
   CHECK_MSG(errno == 12345, "cfree changed errno to %d", errno);
 }
 

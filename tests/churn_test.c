@@ -57,10 +57,10 @@
  * should stay far below this; see above for what is really live. */
 #define RSS_ABS_LIMIT ((size_t)256 << 20)
 
-#define BATCH_MAX 8
-#define POOL_CAP 256 /* blocks handed back to main, freed later */
-#define MAX_IN 8     /* blocks given to one thread to free */
-#define MAX_OUT 3    /* blocks a worker hands back */
+#define BATCH_MAX   8
+#define POOL_CAP    256 /* blocks handed back to main, freed later */
+#define MAX_IN      8   /* blocks given to one thread to free */
+#define MAX_OUT     3   /* blocks a worker hands back */
 #define MAX_REPORTS 20
 
 /* RSS is not meaningful under a sanitizer (shadow memory, thread
@@ -104,7 +104,8 @@ static inline uint64_t word_at(uintptr_t p, size_t size, size_t i) {
 static void fill(void *p, size_t size) {
   uint64_t *w = p;
   size_t n = size / 8;
-  for (size_t i = 0; i < n; i++) w[i] = word_at((uintptr_t)p, size, i);
+  for (size_t i = 0; i < n; i++)
+    w[i] = word_at((uintptr_t)p, size, i);
   if (size % 8) {
     uint64_t c = word_at((uintptr_t)p, size, n);
     memcpy((unsigned char *)p + n * 8, &c, size % 8);
@@ -354,7 +355,8 @@ int main(int argc, char **argv) {
       if (rc != 0) {
         create_failures++;
         report("pthread_create failed: %s", strerror(rc));
-        for (int i = 0; i < j->nin; i++) t_free(j->in[i]);
+        for (int i = 0; i < j->nin; i++)
+          t_free(j->in[i]);
         break;
       }
       started++;
@@ -393,20 +395,21 @@ int main(int argc, char **argv) {
   if (!warmed) rss_warm = rss_end; /* fewer threads than the warm-up */
 
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  double secs = (double)(t1.tv_sec - t0.tv_sec) +
-                (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  double secs =
+      (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 
   const double MiB = 1024.0 * 1024.0;
-  fprintf(stderr,
-          "churn_test: threads=%lu rss_initial=%.1fMiB rss_after_warmup=%.1fMiB "
-          "rss_peak=%.1fMiB rss_end=%.1fMiB growth=%+.1fMiB "
-          "freed_after_owner_exit=%lu (of them via free-only threads=%lu) "
-          "errors=%lu secs=%.2f%s\n",
-          created, (double)rss_initial / MiB, (double)rss_warm / MiB,
-          (double)rss_peak / MiB, (double)rss_end / MiB,
-          ((double)rss_end - (double)rss_warm) / MiB,
-          freed_after_exit + handed_to_free_only, handed_to_free_only, errors,
-          secs, RSS_ENFORCED ? "" : " (sanitizer: RSS not enforced)");
+  fprintf(
+      stderr,
+      "churn_test: threads=%lu rss_initial=%.1fMiB rss_after_warmup=%.1fMiB "
+      "rss_peak=%.1fMiB rss_end=%.1fMiB growth=%+.1fMiB "
+      "freed_after_owner_exit=%lu (of them via free-only threads=%lu) "
+      "errors=%lu secs=%.2f%s\n",
+      created, (double)rss_initial / MiB, (double)rss_warm / MiB,
+      (double)rss_peak / MiB, (double)rss_end / MiB,
+      ((double)rss_end - (double)rss_warm) / MiB,
+      freed_after_exit + handed_to_free_only, handed_to_free_only, errors, secs,
+      RSS_ENFORCED ? "" : " (sanitizer: RSS not enforced)");
 
   CHECK_MSG(create_failures == 0, "%lu thread creations failed",
             create_failures);

@@ -27,7 +27,8 @@ __attribute__((constructor(101))) static void early(void) {
   FILE *f = fopen("/proc/self/maps", "r");
   char line[256];
   int lines = 0;
-  while (f != NULL && fgets(line, sizeof line, f) != NULL) lines++;
+  while (f != NULL && fgets(line, sizeof line, f) != NULL)
+    lines++;
   if (f != NULL) fclose(f);
   pthread_t t;
   void *result = NULL;
@@ -45,7 +46,8 @@ int main(void) {
     CHECK(dlsym(lib, "zlibVersion") != NULL);
     dlclose(lib);
   }
-  char *bogus = dlopen("/nonexistent/libnothing.so", RTLD_NOW) ? NULL : dlerror();
+  char *bogus =
+      dlopen("/nonexistent/libnothing.so", RTLD_NOW) ? NULL : dlerror();
   CHECK(bogus != NULL && strstr(bogus, "nonexistent") != NULL);
   return check_report("early");
 }

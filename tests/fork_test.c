@@ -45,12 +45,12 @@
 #include "check.h"
 #include "test_alloc.h"
 
-#define BG_THREADS 4
-#define NSLOTS 512
-#define NPRE 48 /* blocks allocated by main before each fork */
-#define CHILD_TIMEOUT_MS 10000
+#define BG_THREADS            4
+#define NSLOTS                512
+#define NPRE                  48 /* blocks allocated by main before each fork */
+#define CHILD_TIMEOUT_MS      10000
 #define GRANDCHILD_TIMEOUT_MS 8000
-#define MAX_REPORTS 30
+#define MAX_REPORTS           30
 
 /* ThreadSanitizer cannot start threads in the child of a multi-threaded
  * fork ("dup thread with used id", die_after_fork). Under TSan the child's
@@ -68,9 +68,9 @@
 #endif
 
 /* Exit codes of children and grandchildren */
-#define EX_OK 0
-#define EX_CORRUPT 2
-#define EX_GRANDCHILD_FAILED 3
+#define EX_OK                  0
+#define EX_CORRUPT             2
+#define EX_GRANDCHILD_FAILED   3
 #define EX_GRANDCHILD_DEADLOCK 4
 
 static _Atomic(void *) slots[NSLOTS];
@@ -119,7 +119,8 @@ static inline uint64_t word_at(uintptr_t p, size_t size, unsigned tag,
 static void fill(void *p, size_t size, unsigned tag) {
   uint64_t *w = p;
   size_t n = size / 8;
-  for (size_t i = 0; i < n; i++) w[i] = word_at((uintptr_t)p, size, tag, i);
+  for (size_t i = 0; i < n; i++)
+    w[i] = word_at((uintptr_t)p, size, tag, i);
   if (size % 8) {
     uint64_t c = word_at((uintptr_t)p, size, tag, n);
     memcpy((unsigned char *)p + n * 8, &c, size % 8);
@@ -187,8 +188,7 @@ static void *alloc_block(uint64_t *rng, unsigned tag, const char *who) {
     if (p != NULL)
       for (size_t i = 0; i < size; i++)
         if (((unsigned char *)p)[i] != 0) {
-          report("%s: calloc(1, %zu) = %p: byte %zu not zero", who, size, p,
-                 i);
+          report("%s: calloc(1, %zu) = %p: byte %zu not zero", who, size, p, i);
           break;
         }
   } else if (kind == 2) {
@@ -203,8 +203,8 @@ static void *alloc_block(uint64_t *rng, unsigned tag, const char *who) {
         const unsigned char *b = q;
         for (size_t i = 0; i < size / 2 + 8; i++)
           if (b[i] != 0x5a) {
-            report("%s: realloc(%zu -> %zu) lost byte %zu", who,
-                   size / 2 + 8, size, i);
+            report("%s: realloc(%zu -> %zu) lost byte %zu", who, size / 2 + 8,
+                   size, i);
             break;
           }
         p = q;
@@ -398,7 +398,8 @@ child_main(void **pre, int npre, unsigned tag) {
   if (errors) _exit(EX_CORRUPT); /* do not free corrupt blocks */
 
   /* 2. Free part A from the child's main thread. */
-  for (int i = 0; i < third; i++) t_free(part_a[i]);
+  for (int i = 0; i < third; i++)
+    t_free(part_a[i]);
 
   /* 3. Blocks of background threads that do not exist here. */
   for (int i = 0; i < NSLOTS; i++) {
@@ -437,7 +438,8 @@ child_main(void **pre, int npre, unsigned tag) {
     ex = EX_GRANDCHILD_FAILED;
   }
   /* The child frees its own copies of part C while the thread runs. */
-  for (int i = 0; i < nc; i++) t_free(part_c[i]);
+  for (int i = 0; i < nc; i++)
+    t_free(part_c[i]);
   if (mine != NULL) {
     if (verify(mine, "child") < 0)
       errors++;
@@ -493,8 +495,8 @@ int main(int argc, char **argv) {
   }
 
   uint64_t rng = UINT64_C(0x8BB84B93962EACC9);
-  unsigned long ok = 0, deadlocks = 0, crashes = 0, corrupt = 0,
-                gc_fail = 0, gc_deadlock = 0, other = 0, main_errors = 0;
+  unsigned long ok = 0, deadlocks = 0, crashes = 0, corrupt = 0, gc_fail = 0,
+                gc_deadlock = 0, other = 0, main_errors = 0;
   void *pre[NPRE];
   struct timespec nap = {0, 2000000}; /* let background threads run */
 
@@ -573,7 +575,8 @@ int main(int argc, char **argv) {
   }
 
   atomic_store(&stop_bg, true);
-  for (int i = 0; i < nbg; i++) pthread_join(bg[i], NULL);
+  for (int i = 0; i < nbg; i++)
+    pthread_join(bg[i], NULL);
   for (int i = 0; i < NSLOTS; i++) {
     void *p = atomic_exchange(&slots[i], NULL);
     if (p == NULL) continue;
@@ -584,8 +587,8 @@ int main(int argc, char **argv) {
   }
 
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  double secs = (double)(t1.tv_sec - t0.tv_sec) +
-                (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  double secs =
+      (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
   unsigned long bge = atomic_load(&bg_errors);
   fprintf(stderr,
           "fork_test: forks=%lu ok=%lu deadlocks=%lu crashes=%lu "
@@ -593,9 +596,8 @@ int main(int argc, char **argv) {
           "other=%lu parent_errors=%lu bg_ops=%lu bg_remote_frees=%lu "
           "bg_errors=%lu secs=%.2f%s\n",
           forks, ok, deadlocks, crashes, corrupt, gc_fail, gc_deadlock, other,
-          main_errors, atomic_load(&bg_ops), atomic_load(&bg_remote_frees),
-          bge, secs,
-          THREADS_IN_CHILD ? "" : " (TSan: no threads in children)");
+          main_errors, atomic_load(&bg_ops), atomic_load(&bg_remote_frees), bge,
+          secs, THREADS_IN_CHILD ? "" : " (TSan: no threads in children)");
   CHECK_MSG(deadlocks == 0, "%lu children deadlocked", deadlocks);
   CHECK_MSG(gc_deadlock == 0, "%lu grandchildren deadlocked", gc_deadlock);
   CHECK_MSG(crashes == 0, "%lu children crashed", crashes);

@@ -36,7 +36,8 @@ static void do_usable(void *p) { (void)malloc_usable_size(p); }
 
 static int count_lines(const char *s) {
   int n = 0;
-  for (; *s; s++) n += *s == '\n';
+  for (; *s; s++)
+    n += *s == '\n';
   return n;
 }
 
@@ -44,9 +45,12 @@ static void expect_report(void (*fn)(void *), void *p, const char *what) {
   char *text = capture_stderr(fn, p);
   char address[32];
   snprintf(address, sizeof address, "%p", p);
-  CHECK_MSG(count_lines(text) == 1, "%s: expected one line, got \"%s\"", what, text);
-  CHECK_MSG(strncmp(text, "hakozuna: error: ", 17) == 0, "%s: got \"%s\"", what, text);
-  CHECK_MSG(strstr(text, address) != NULL, "%s: no address in \"%s\"", what, text);
+  CHECK_MSG(count_lines(text) == 1, "%s: expected one line, got \"%s\"", what,
+            text);
+  CHECK_MSG(strncmp(text, "hakozuna: error: ", 17) == 0, "%s: got \"%s\"", what,
+            text);
+  CHECK_MSG(strstr(text, address) != NULL, "%s: no address in \"%s\"", what,
+            text);
 }
 
 int main(void) {
@@ -58,10 +62,10 @@ int main(void) {
   }
   int on_stack = 42;
   static int in_data = 7;
-  unsigned char *mapped = mmap(NULL, 1 << 16, PROT_READ,
-                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  void *foreign[] = {(void *)1, &on_stack, &in_data, mapped, mapped + 4096,
-                     (void *)((uintptr_t)1 << 50)};
+  unsigned char *mapped =
+      mmap(NULL, 1 << 16, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void *foreign[] = {(void *)1, &on_stack,     &in_data,
+                     mapped,    mapped + 4096, (void *)((uintptr_t)1 << 50)};
   for (size_t i = 0; i < sizeof foreign / sizeof *foreign; i++) {
     expect_report(do_free, foreign[i], "free");
     expect_report(do_realloc, foreign[i], "realloc");
@@ -71,14 +75,16 @@ int main(void) {
   CHECK(mapped[0] == 0 && mapped[4096] == 0);
   /* A block of a page that holds no live block is not allocated either. */
   void *gone = malloc(300000);
-  volatile uintptr_t gone_address = (uintptr_t)gone; /* hide the reuse from gcc */
+  volatile uintptr_t gone_address =
+      (uintptr_t)gone; /* hide the reuse from gcc */
   free(gone);
   gone = (void *)gone_address;
   expect_report(do_free, gone, "free of an unmapped large block");
   /* Nothing else was lost. */
   for (int i = 0; i < N; i++) {
     int intact = 1;
-    for (int k = 0; k < 24 + i * 40; k++) intact &= live[i][k] == (unsigned char)i;
+    for (int k = 0; k < 24 + i * 40; k++)
+      intact &= live[i][k] == (unsigned char)i;
     CHECK_MSG(intact, "block %d corrupted", i);
     free(live[i]);
   }

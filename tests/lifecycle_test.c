@@ -4,20 +4,20 @@
  * allocation in atexit handlers and in ELF destructors; many threads at
  * once. Everything allocated is verified before it is freed. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
-#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "test_alloc.h"
 
-#define ROUNDS 200
+#define ROUNDS       200
 #define MANY_THREADS 1000
 
 static pthread_key_t late_key;
@@ -31,7 +31,8 @@ static char *filled(size_t size, int seed) {
 
 static int verify_and_free(char *p, size_t size, int seed) {
   int ok = p != NULL;
-  for (size_t i = 0; ok && i < size; i++) ok = p[i] == (char)seed;
+  for (size_t i = 0; ok && i < size; i++)
+    ok = p[i] == (char)seed;
   t_free(p);
   return ok;
 }
@@ -78,8 +79,10 @@ static __thread int last_rounds;
 static void last_round_destructor(void *value) {
   t_free(value);
   char *p = filled(2000, 0x21);
-  if (++last_rounds < 4) pthread_setspecific(last_round_key, p);
-  else t_free(p);
+  if (++last_rounds < 4)
+    pthread_setspecific(last_round_key, p);
+  else
+    t_free(p);
 }
 
 static void *last_round_thread(void *arg) {
@@ -126,7 +129,8 @@ static int fork_with_early_handler(void) {
 static void *atexit_block;
 static void at_exit_handler(void) {
   char *p = filled(5000, 0x66);
-  if (!verify_and_free(p, 5000, 0x66) || !verify_and_free(atexit_block, 777, 0x77)) {
+  if (!verify_and_free(p, 5000, 0x66) ||
+      !verify_and_free(atexit_block, 777, 0x77)) {
     fprintf(stderr, "lifecycle: allocation in atexit handler failed\n");
     _exit(3);
   }
@@ -187,8 +191,10 @@ int main(void) {
     CHECK(ok == (void *)1);
   }
   long growth = rss_kb() - rss_before;
-  fprintf(stderr, "lifecycle: RSS growth over 2500 exiting threads: %ld KiB\n", growth);
-  CHECK_MSG(growth < 16 * 1024, "RSS grew by %ld KiB over 2500 threads", growth);
+  fprintf(stderr, "lifecycle: RSS growth over 2500 exiting threads: %ld KiB\n",
+          growth);
+  CHECK_MSG(growth < 16 * 1024, "RSS grew by %ld KiB over 2500 threads",
+            growth);
 
   CHECK(fork_with_early_handler());
 

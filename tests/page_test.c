@@ -31,7 +31,7 @@ static void exercise_class(uint8_t cls) {
   if (page == NULL) return;
   hz_page_init(page, (struct hz_heap_s *)1, cls);
   CHECK(page->reserved >= 7); /* page 0 shares its slot with the header */
-  CHECK(page->start + (size_t)page->reserved * size <= page->end);
+  CHECK(page->start + (size_t)page->reserved * size <= hz_page_end(page));
 
   static hz_block_t *blocks[70000];
   size_t n = 0;
@@ -49,27 +49,32 @@ static void exercise_class(uint8_t cls) {
   CHECK_MSG(n == page->reserved, "class %u: %zu blocks, reserved %u", cls, n,
             page->reserved);
   CHECK(page->used == page->reserved);
-  for (size_t i = 1; i < n; i++) CHECK(blocks[i] != blocks[i - 1]);
+  for (size_t i = 1; i < n; i++)
+    CHECK(blocks[i] != blocks[i - 1]);
   /* Interior pointers map back to their block. */
   uint8_t *mid = (uint8_t *)blocks[n / 2];
   CHECK(hz_page_block_of(page, mid + size / 2) == blocks[n / 2]);
   CHECK(!hz_page_is_block_start(page, mid + 8));
   /* Free half locally, collect, and get exactly those back. */
-  for (size_t i = 0; i < n; i += 2) push_local(page, blocks[i]);
+  for (size_t i = 0; i < n; i += 2)
+    push_local(page, blocks[i]);
   hz_page_check(page);
   CHECK(page->free == NULL);
   hz_page_collect(page);
   size_t again = 0;
-  while (pop(page) != NULL) again++;
+  while (pop(page) != NULL)
+    again++;
   CHECK(again == (n + 1) / 2);
   CHECK(page->used == page->reserved);
-  for (size_t i = 0; i < n; i++) push_local(page, blocks[i]);
+  for (size_t i = 0; i < n; i++)
+    push_local(page, blocks[i]);
   CHECK(hz_page_all_free(page));
   hz_page_check(page);
   hz_segment_page_free(page);
 }
 
 int main(void) {
-  for (uint8_t cls = 1; cls < HZ_CLASS_COUNT; cls++) exercise_class(cls);
+  for (uint8_t cls = 1; cls < HZ_CLASS_COUNT; cls++)
+    exercise_class(cls);
   return check_report("page");
 }

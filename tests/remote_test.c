@@ -8,9 +8,9 @@
 #include "check.h"
 #include "remote.h"
 
-#define PRODUCERS 4
+#define PRODUCERS    4
 #define PER_PRODUCER 200000
-#define BATCH 7
+#define BATCH        7
 
 typedef struct {
   hz_block_t link;
@@ -59,12 +59,14 @@ int main(void) {
     }
     if (done && !hz_remote_pending(&inbox)) break;
   }
-  for (int i = 0; i < PRODUCERS; i++) pthread_join(threads[i], NULL);
+  for (int i = 0; i < PRODUCERS; i++)
+    pthread_join(threads[i], NULL);
   CHECK_MSG(received == (size_t)PRODUCERS * PER_PRODUCER, "received %zu",
             received);
   CHECK(duplicates == 0);
   CHECK(drains > 0);
   CHECK(hz_remote_take_all(&inbox) == NULL);
-  for (int i = 0; i < PRODUCERS; i++) free(items[i]);
+  for (int i = 0; i < PRODUCERS; i++)
+    free(items[i]);
   return check_report("remote");
 }

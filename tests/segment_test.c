@@ -33,22 +33,26 @@ int main(void) {
     CHECK(seg->kind == kind);
     /* Every byte of the page's area maps to this segment and page. */
     CHECK(hz_segment_of(page->start) == seg);
-    CHECK(hz_segment_of(page->end - 1) == seg);
+    CHECK(hz_segment_of(hz_page_end(page) - 1) == seg);
     CHECK(hz_segment_page_of(seg, page->start) == page);
-    CHECK(hz_segment_page_of(seg, page->end - 1) == page);
-    CHECK(hz_segment_page_of(seg, page->start + (page->end - page->start) / 2) == page);
+    CHECK(hz_segment_page_of(seg, hz_page_end(page) - 1) == page);
+    CHECK(hz_segment_page_of(seg, page->start +
+                                      (hz_page_end(page) - page->start) / 2) ==
+          page);
     /* The header itself is not a page area. */
     CHECK(page->start >= (uint8_t *)seg + HZ_SEGMENT_HEADER_SIZE);
     /* Pages of a kind tile the segment without overlap. */
     for (int i = 1; i < seg->page_count; i++)
-      CHECK(seg->pages[i].start == seg->pages[i - 1].end);
-    CHECK(seg->pages[seg->page_count - 1].end == (uint8_t *)seg + HZ_SEGMENT_SIZE);
+      CHECK(seg->pages[i].start == hz_page_end(&seg->pages[i - 1]));
+    CHECK(hz_page_end(&seg->pages[seg->page_count - 1]) ==
+          (uint8_t *)seg + HZ_SEGMENT_SIZE);
     hz_segment_page_free(page);
   }
 
   /* Large blocks: the block start maps to its header, including a block
    * that starts exactly one segment after the header (4 MiB alignment). */
-  size_t aligns[] = {0, 64, 4096, (size_t)1 << 21, (size_t)1 << 22, (size_t)1 << 23};
+  size_t aligns[] = {
+      0, 64, 4096, (size_t)1 << 21, (size_t)1 << 22, (size_t)1 << 23};
   for (size_t i = 0; i < sizeof aligns / sizeof *aligns; i++) {
     size_t align = aligns[i] ? aligns[i] : 16;
     uint8_t *p = hz_large_alloc((size_t)1 << 20, aligns[i]);

@@ -39,17 +39,17 @@
 #include "check.h"
 #include "test_alloc.h"
 
-#define NSLOTS 4096          /* shared exchange array */
-#define LOCAL_RING 32        /* blocks a thread keeps and frees itself */
-#define MAX_BLOCK (16u << 20) /* sanity bound for a size read from a header */
-#define SIZE_MASK ((UINT64_C(1) << 48) - 1)
+#define NSLOTS      4096        /* shared exchange array */
+#define LOCAL_RING  32          /* blocks a thread keeps and frees itself */
+#define MAX_BLOCK   (16u << 20) /* sanity bound for a size read from a header */
+#define SIZE_MASK   ((UINT64_C(1) << 48) - 1)
 #define MAX_REPORTS 20 /* detailed failure lines printed at most */
 
 /* The sanitizers' own aligned_alloc (used when a sanitizer build is not
  * built with -DTEST_HZ_API) rejects sizes that are not a multiple of the
  * alignment, as C11 originally required. */
-#if !defined(TEST_HZ_API) && (defined(__SANITIZE_THREAD__) ||                \
-                              defined(__SANITIZE_ADDRESS__))
+#if !defined(TEST_HZ_API) &&                                                   \
+    (defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__))
 #define STRICT_ALIGNED_SIZES 1
 #else
 #define STRICT_ALIGNED_SIZES 0
@@ -81,8 +81,7 @@ static inline uint64_t rng_next(uint64_t *s) {
 }
 
 static inline uint64_t cookie(uintptr_t p, size_t size, size_t i) {
-  return ((uint64_t)p ^ (uint64_t)size ^
-          UINT64_C(0x5a17c0debadf00d5)) +
+  return ((uint64_t)p ^ (uint64_t)size ^ UINT64_C(0x5a17c0debadf00d5)) +
          (uint64_t)i * UINT64_C(0x9E3779B97F4A7C15);
 }
 
@@ -111,7 +110,8 @@ static void fill(void *p, size_t size, unsigned tag) {
   size_t n = size / 8;
   uintptr_t a = (uintptr_t)p;
   w[0] = expected_word(a, size, tag, 0);
-  for (size_t i = 1; i < n; i++) w[i] = cookie(a, size, i);
+  for (size_t i = 1; i < n; i++)
+    w[i] = cookie(a, size, i);
   if (size % 8) {
     uint64_t c = expected_word(a, size, tag, n);
     memcpy((unsigned char *)p + n * 8, &c, size % 8);
@@ -172,8 +172,7 @@ static int verify_block(void *p, size_t *size_out, unsigned *tag_out,
   }
   size_t us = t_usable_size(p);
   if (us < size) {
-    report("%s: usable_size(%p) = %zu < requested size %zu", what, p, us,
-           size);
+    report("%s: usable_size(%p) = %zu < requested size %zu", what, p, us, size);
     return 0;
   }
   *size_out = size;
@@ -253,8 +252,8 @@ static void *alloc_block(uint64_t *rng, unsigned tag, struct counters *c) {
     const unsigned char *b = p;
     for (size_t i = 0; i < size; i++) {
       if (b[i] != 0) {
-        report("calloc(1, %zu) = %p: byte %zu is 0x%02x, not zero", size, p,
-               i, b[i]);
+        report("calloc(1, %zu) = %p: byte %zu is 0x%02x, not zero", size, p, i,
+               b[i]);
         break;
       }
     }
@@ -383,7 +382,8 @@ static unsigned long parse_arg(int argc, char **argv, int i, unsigned long def,
   unsigned long v = strtoul(argv[i], &end, 10);
   if (*end != '\0' || v == 0 || v > max) {
     fprintf(stderr, "stress_test: bad argument '%s' (1..%lu)\n", argv[i], max);
-    fprintf(stderr, "usage: stress_test [threads=4] [rounds=6] [iters=20000]\n");
+    fprintf(stderr,
+            "usage: stress_test [threads=4] [rounds=6] [iters=20000]\n");
     exit(2);
   }
   return v;
@@ -439,8 +439,8 @@ int main(int argc, char **argv) {
   free(ws);
 
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  double secs = (double)(t1.tv_sec - t0.tv_sec) +
-                (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  double secs =
+      (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 
   unsigned long allocs = atomic_load(&g_allocs);
   unsigned long frees = atomic_load(&g_frees);
@@ -459,9 +459,9 @@ int main(int argc, char **argv) {
           "frees=%lu remote_frees=%lu outlived_frees=%lu reallocs=%lu "
           "aligned=%lu callocs=%lu large=%lu drained=%lu errors=%lu "
           "secs=%.2f\n",
-          nthreads, rounds, iters, allocs, frees,
-          atomic_load(&g_remote_frees), atomic_load(&g_outlived_frees),
-          atomic_load(&g_reallocs), atomic_load(&g_aligned),
-          atomic_load(&g_callocs), atomic_load(&g_large), left, errors, secs);
+          nthreads, rounds, iters, allocs, frees, atomic_load(&g_remote_frees),
+          atomic_load(&g_outlived_frees), atomic_load(&g_reallocs),
+          atomic_load(&g_aligned), atomic_load(&g_callocs),
+          atomic_load(&g_large), left, errors, secs);
   return check_report("stress_test");
 }
