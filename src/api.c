@@ -52,7 +52,7 @@ HZ_EXPORT size_t hz_usable_size(const void *ptr) {
   }
   if (seg->kind == HZ_SEGMENT_LARGE) return hz_large_usable_size(seg, ptr);
   hz_page_t *page = hz_segment_page_of(seg, ptr);
-  if (page->heap == NULL) {
+  if (hz_page_heap(page) == NULL) {
     hz_heap_invalid_pointer("usable size", ptr, "not an allocated block");
     return 0;
   }

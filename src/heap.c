@@ -173,7 +173,7 @@ void hz_heap_invalid_pointer(const char *what, const void *p,
 static void heap_free_remote(hz_heap_t *heap, hz_page_t *page, void *p) {
   hz_block_t *block =
       hz_page_has_aligned(page) ? hz_page_block_of(page, p) : (hz_block_t *)p;
-  hz_inbox_t *dest = &page->heap->inbox;
+  hz_inbox_t *dest = &hz_page_heap(page)->inbox;
   if (heap->state == HZ_HEAP_EMPTY) {
     hz_remote_push(dest, block, block);
     return;
@@ -185,9 +185,10 @@ static void heap_free_remote(hz_heap_t *heap, hz_page_t *page, void *p) {
 
 void hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
                           void *p) {
-  if (page->heap == heap) {
+  hz_heap_t *owner = hz_page_heap(page);
+  if (owner == heap) {
     heap_free_local(heap, page, p);
-  } else if (page->heap != NULL) {
+  } else if (owner != NULL) {
     heap_free_remote(heap, page, p);
   } else if (seg->kind == HZ_SEGMENT_LARGE && hz_large_owns(seg, p)) {
     hz_large_free(seg, p);
@@ -218,7 +219,7 @@ static void heap_drain_inbox(hz_heap_t *heap) {
   for (; block != NULL && n < DRAIN_BUDGET; n++) {
     hz_block_t *next = block->next;
     hz_page_t *page = hz_segment_page_of(hz_segment_base(block), block);
-    HZ_ASSERT(page->heap == heap);
+    HZ_ASSERT(hz_page_heap(page) == heap);
     heap_free_local(heap, page, block);
     block = next;
   }

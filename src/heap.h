@@ -36,8 +36,10 @@ typedef enum {
 #define HZ_HEAP_SPARE_KINDS 3
 
 typedef struct hz_heap_s {
-  /* Fast path: the page malloc pops from, per class (never NULL). */
-  hz_page_t *direct[HZ_CLASS_COUNT];
+  /* Fast path: the page malloc pops from, per class (never NULL). Heaps
+   * are 64-byte aligned: pages keep flags in the low bits of their owner
+   * word. */
+  _Alignas(64) hz_page_t *direct[HZ_CLASS_COUNT];
   /* Pages of each class that may have free blocks; direct[c] is first. */
   hz_page_queue_t queues[HZ_CLASS_COUNT];
   /* Pages with no free block left (all classes). */
@@ -67,9 +69,9 @@ void hz_heap_page_emptied(hz_heap_t *heap, hz_page_t *page);
 void hz_heap_invalid_pointer(const char *what, const void *p,
                              const char *context);
 
-/* Small-block malloc; size <= HZ_SMALL_MAX. */
-HZ_INLINE void *hz_heap_malloc_small(hz_heap_t *heap, size_t size) {
-  hz_page_t *page = heap->direct[hz_sizeclass_of(size)];
+/* Pop a block of class `cls`, or take the slow path. */
+HZ_INLINE void *hz_heap_malloc_class(hz_heap_t *heap, size_t cls, size_t size) {
+  hz_page_t *page = heap->direct[cls];
   hz_block_t *block = page->free;
   if (HZ_UNLIKELY(block == NULL)) return hz_heap_malloc_slow(heap, size);
   page->free = block->next;
@@ -77,9 +79,17 @@ HZ_INLINE void *hz_heap_malloc_small(hz_heap_t *heap, size_t size) {
   return block;
 }
 
+/* Small-block malloc; size <= HZ_SMALL_MAX. */
+HZ_INLINE void *hz_heap_malloc_small(hz_heap_t *heap, size_t size) {
+  return hz_heap_malloc_class(heap, hz_sizeclass_of(size), size);
+}
+
 HZ_INLINE void *hz_heap_malloc(size_t size) {
   hz_heap_t *heap = hz_heap_current();
-  if (HZ_LIKELY(size <= HZ_SMALL_MAX)) return hz_heap_malloc_small(heap, size);
+  if (HZ_LIKELY(size <= HZ_CLASS_LUT_MAX))
+    return hz_heap_malloc_class(heap, hz_class_lut[(size + 15) >> 4], size);
+  if (HZ_LIKELY(size <= HZ_SMALL_MAX))
+    return hz_heap_malloc_class(heap, hz_sizeclass_of_large(size), size);
   return hz_heap_malloc_slow(heap, size);
 }
 
@@ -92,7 +102,8 @@ HZ_INLINE void hz_heap_free(void *p) {
   hz_segment_t *seg = hz_segment_base(p);
   hz_page_t *page = hz_segment_page_of(seg, p);
   hz_heap_t *heap = hz_heap_current();
-  if (HZ_LIKELY(page->heap == heap) && HZ_LIKELY(hz_page_flags(page) == 0)) {
+  /* One compare: our page, and no flag asks for the slow path. */
+  if (HZ_LIKELY(hz_page_owner_word(page) == (uintptr_t)heap)) {
     hz_block_t *block = p;
     block->next = page->local_free;
     page->local_free = block;

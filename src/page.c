@@ -13,7 +13,7 @@
 
 void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id) {
   size_t block_size = hz_sizeclass_block_size(class_id);
-  page->heap = heap;
+  hz_page_set_heap(page, heap);
   page->class_id = class_id;
   page->block_size = (uint32_t)block_size;
   page->reserved = (uint16_t)(page->area / block_size);
@@ -21,7 +21,6 @@ void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id) {
   page->used = 0;
   page->free = NULL;
   page->local_free = NULL;
-  atomic_store_explicit(&page->flags, 0, memory_order_relaxed);
   page->next = page->prev = NULL;
 }
 
@@ -75,7 +74,7 @@ static size_t list_length(const hz_page_t *page, const hz_block_t *b) {
 }
 
 void hz_page_check(const hz_page_t *page) {
-  HZ_ASSERT(page->heap != NULL);
+  HZ_ASSERT(hz_page_heap(page) != NULL);
   HZ_ASSERT(page->capacity <= page->reserved);
   size_t free_count = list_length(page, page->free);
   size_t local_count = list_length(page, page->local_free);

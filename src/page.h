@@ -25,16 +25,20 @@ typedef struct hz_block_s {
 
 struct hz_heap_s;
 
-/* Bits of hz_page_t.flags. Only the owner writes them (relaxed); any
- * thread may read them (usable_size reads HZ_PAGE_ALIGNED). */
-#define HZ_PAGE_IN_FULL 1u /* on the heap's full queue, not its class queue */
-#define HZ_PAGE_ALIGNED 2u /* some block was returned at an interior offset */
+/* Flag bits kept in the low bits of hz_page_t.owner (heaps are 64-byte
+ * aligned). Only the owner changes them; any thread may read them
+ * (usable_size reads HZ_PAGE_ALIGNED). */
+#define HZ_PAGE_IN_FULL   1u /* on the heap's full queue, not a class queue */
+#define HZ_PAGE_ALIGNED   2u /* some block was returned at an interior offset */
+#define HZ_PAGE_FLAG_MASK ((uintptr_t)63)
 
 /* 64 bytes, so segment -> descriptor is a shift. */
 typedef struct hz_page_s {
   hz_block_t *free;       /* blocks ready for malloc */
   hz_block_t *local_free; /* blocks freed by the owner since the last collect */
-  struct hz_heap_s *heap; /* owner; NULL when the page is free */
+  /* Owner heap | flags, 0 when the page is free. The free fast path
+   * compares it with the current heap: equal means ours and no flag set. */
+  _Atomic uintptr_t owner;
   uint8_t *start;         /* first block */
   struct hz_page_s *next; /* heap queue, or the segment's free stack */
   struct hz_page_s *prev;
@@ -42,7 +46,6 @@ typedef struct hz_page_s {
   uint16_t capacity; /* blocks carved out so far */
   uint16_t reserved; /* blocks that fit in the page */
   uint8_t class_id;
-  _Atomic uint8_t flags; /* HZ_PAGE_* bits; 0 on the free fast path */
   uint32_t block_size;
   uint32_t area; /* bytes from start to the end of the page */
 } hz_page_t;
@@ -66,8 +69,22 @@ void hz_page_check(const hz_page_t *page);
 #define hz_page_check(page) ((void)0)
 #endif
 
+HZ_INLINE uintptr_t hz_page_owner_word(const hz_page_t *page) {
+  return atomic_load_explicit(&page->owner, memory_order_relaxed);
+}
+
+/* The owning heap, NULL when the page is free. */
+HZ_INLINE struct hz_heap_s *hz_page_heap(const hz_page_t *page) {
+  return (struct hz_heap_s *)(hz_page_owner_word(page) & ~HZ_PAGE_FLAG_MASK);
+}
+
+/* Give the page to `heap` (NULL: free), clearing every flag. */
+HZ_INLINE void hz_page_set_heap(hz_page_t *page, struct hz_heap_s *heap) {
+  atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_relaxed);
+}
+
 HZ_INLINE unsigned hz_page_flags(const hz_page_t *page) {
-  return atomic_load_explicit(&page->flags, memory_order_relaxed);
+  return (unsigned)(hz_page_owner_word(page) & HZ_PAGE_FLAG_MASK);
 }
 
 HZ_INLINE bool hz_page_has_aligned(const hz_page_t *page) {
@@ -80,9 +97,9 @@ HZ_INLINE bool hz_page_in_full(const hz_page_t *page) {
 
 /* Owner only: set or clear flag bits. */
 HZ_INLINE void hz_page_set_flag(hz_page_t *page, unsigned bit, bool on) {
-  unsigned f = hz_page_flags(page);
-  f = on ? (f | bit) : (f & ~bit);
-  atomic_store_explicit(&page->flags, (uint8_t)f, memory_order_relaxed);
+  uintptr_t w = hz_page_owner_word(page);
+  w = on ? (w | bit) : (w & ~(uintptr_t)bit);
+  atomic_store_explicit(&page->owner, w, memory_order_relaxed);
 }
 
 HZ_INLINE uint8_t *hz_page_end(const hz_page_t *page) {

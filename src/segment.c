@@ -162,7 +162,7 @@ void hz_segment_summarize(size_t *pages, size_t *blocks, size_t *bytes) {
   for (hz_segment_t *seg = segment_all; seg != NULL; seg = seg->all_next) {
     for (int i = 0; i < seg->page_count; i++) {
       const volatile hz_page_t *page = &seg->pages[i];
-      if (page->heap == NULL) continue;
+      if (hz_page_heap((const hz_page_t *)page) == NULL) continue;
       size_t used = page->used;
       *pages += 1;
       *blocks += used;
@@ -194,7 +194,7 @@ hz_page_t *hz_segment_page_alloc(hz_segment_kind_t kind) {
 void hz_segment_page_free(hz_page_t *page) {
   hz_segment_t *seg = hz_segment_of_page(page);
   pthread_mutex_lock(&segment_lock);
-  page->heap = NULL;
+  hz_page_set_heap(page, NULL);
   page->class_id = 0;
   page->free = page->local_free = NULL;
   page->next = seg->free_pages;

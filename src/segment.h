@@ -25,6 +25,9 @@ typedef enum {
 } hz_segment_kind_t;
 
 typedef struct hz_segment_s {
+  /* First, so that segment -> page descriptor is base + (index << 6).
+   * One spare descriptor: a pointer exactly at the segment end indexes it. */
+  hz_page_t pages[HZ_PAGES_PER_SEGMENT + 1];
   uint8_t kind;
   uint8_t page_shift;
   uint16_t page_count;
@@ -36,8 +39,6 @@ typedef struct hz_segment_s {
   struct hz_segment_s *all_next; /* every mapped page segment */
   struct hz_segment_s *all_prev;
   hz_page_t *free_pages;
-  /* One spare descriptor: a pointer exactly at the segment end indexes it. */
-  hz_page_t pages[HZ_PAGES_PER_SEGMENT + 1];
 } hz_segment_t;
 
 #define HZ_SEGMENT_HEADER_SIZE ((size_t)8 << 10)

@@ -24,12 +24,23 @@ static void push_local(hz_page_t *page, hz_block_t *b) {
   page->used--;
 }
 
+/* Stands in for the owning heap: heaps are 64-byte aligned (the page keeps
+ * flags in the low bits of its owner word). */
+static _Alignas(64) char fake_heap[64];
+
 static void exercise_class(uint8_t cls) {
   size_t size = hz_sizeclass_block_size(cls);
   hz_page_t *page = hz_segment_page_alloc(hz_segment_kind_for(size));
   CHECK(page != NULL);
   if (page == NULL) return;
-  hz_page_init(page, (struct hz_heap_s *)1, cls);
+  hz_page_init(page, (struct hz_heap_s *)fake_heap, cls);
+  CHECK(hz_page_heap(page) == (struct hz_heap_s *)fake_heap);
+  CHECK(hz_page_flags(page) == 0);
+  hz_page_set_flag(page, HZ_PAGE_ALIGNED, true);
+  CHECK(hz_page_has_aligned(page) && !hz_page_in_full(page));
+  CHECK(hz_page_heap(page) == (struct hz_heap_s *)fake_heap);
+  hz_page_set_flag(page, HZ_PAGE_ALIGNED, false);
+  CHECK(hz_page_owner_word(page) == (uintptr_t)fake_heap);
   CHECK(page->reserved >= 7); /* page 0 shares its slot with the header */
   CHECK(page->start + (size_t)page->reserved * size <= hz_page_end(page));
 
