@@ -2,9 +2,9 @@
  * making a page with free blocks, freeing to a page that needs attention,
  * sending blocks to their owner's inbox and draining our own.
  *
- * Invariants: direct[c] is the first page of queues[c], or the empty page
- * when the queue is empty; a page is on exactly one queue of its owner
- * (its class queue, or `full` when in_full is set). */
+ * Invariants: a page is on exactly one queue of its owner (its class
+ * queue, or `full` when in_full is set); a block in a bin counts as used
+ * by its page; bins hold only block starts of pages their heap owns. */
 #include "heap.h"
 
 #include <errno.h>
@@ -14,13 +14,8 @@
 #include "os.h"
 #include "thread.h"
 
-static const hz_page_t heap_empty_page = {0};
-#define EMPTY_PAGE ((hz_page_t *)&heap_empty_page)
-
-const hz_heap_t hz_heap_empty = {
-    .direct = {[0 ... HZ_CLASS_COUNT - 1] = EMPTY_PAGE},
-    .state = HZ_HEAP_EMPTY,
-};
+/* Bins empty and without room: every call takes the slow path. */
+const hz_heap_t hz_heap_empty = {.state = HZ_HEAP_EMPTY};
 
 HZ_TLS hz_heap_t *hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
 
@@ -59,15 +54,16 @@ static void queue_remove(hz_page_queue_t *q, hz_page_t *page) {
   page->next = page->prev = NULL;
 }
 
-static void heap_update_direct(hz_heap_t *heap, uint8_t cls) {
-  hz_page_t *first = heap->queues[cls].first;
-  heap->direct[cls] = first != NULL ? first : EMPTY_PAGE;
+static uint32_t bin_capacity(uint8_t cls) {
+  size_t cap = HZ_BIN_BYTES / hz_sizeclass_block_size(cls);
+  if (cap > HZ_BIN_SLOTS) cap = HZ_BIN_SLOTS;
+  return cap < 1 ? 1 : (uint32_t)cap;
 }
 
 void hz_heap_init(hz_heap_t *heap) {
   memset(heap, 0, sizeof *heap);
-  for (int c = 0; c < HZ_CLASS_COUNT; c++)
-    heap->direct[c] = EMPTY_PAGE;
+  for (uint8_t c = 1; c < HZ_CLASS_COUNT; c++)
+    heap->bins[c].cap = bin_capacity(c);
   heap->state = HZ_HEAP_LIVE;
 }
 
@@ -127,40 +123,59 @@ static void heap_spare_release(hz_heap_t *heap) {
  * Freeing
  * ------------------------------------------------------------------------- */
 static void heap_retire_page(hz_heap_t *heap, hz_page_t *page) {
-  uint8_t cls = page->class_id;
-  queue_remove(hz_page_in_full(page) ? &heap->full : &heap->queues[cls], page);
-  if (heap->direct[cls] == page) heap_update_direct(heap, cls);
+  queue_remove(page->in_full ? &heap->full : &heap->queues[page->class_id],
+               page);
   heap->stats.pages_retired++;
   heap_spare_push(heap, page);
 }
 
-void hz_heap_page_emptied(hz_heap_t *heap, hz_page_t *page) {
-  /* Keep the page malloc is using, so alloc/free of one block does not
-   * bounce pages through the spare list. */
-  if (heap->direct[page->class_id] == page) return;
+static void heap_page_emptied(hz_heap_t *heap, hz_page_t *page) {
+  /* Keep the page refills take from, so a class that frees and
+   * allocates one block at a time does not bounce pages. */
+  if (heap->queues[page->class_id].first == page) return;
   heap_retire_page(heap, page);
 }
 
 static void heap_unfull(hz_heap_t *heap, hz_page_t *page) {
   queue_remove(&heap->full, page);
-  hz_page_set_flag(page, HZ_PAGE_IN_FULL, false);
+  page->in_full = 0;
   queue_push_back(&heap->queues[page->class_id], page);
-  if (heap->direct[page->class_id] == EMPTY_PAGE)
-    heap_update_direct(heap, page->class_id);
 }
 
-/* A free by the owner of the page, p possibly interior to its block. */
-static void heap_free_local(hz_heap_t *heap, hz_page_t *page, void *p) {
-  unsigned flags = hz_page_flags(page);
-  hz_block_t *block =
-      (flags & HZ_PAGE_ALIGNED) ? hz_page_block_of(page, p) : (hz_block_t *)p;
+static hz_block_t *block_start(const hz_page_t *page, void *p) {
+  return hz_page_has_aligned(page) ? hz_page_block_of(page, p)
+                                   : (hz_block_t *)p;
+}
+
+/* Put a block of ours (a block start) back on its page. */
+static void heap_page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
   HZ_ASSERT(page->used > 0);
   block->next = page->local_free;
   page->local_free = block;
   page->used--;
-  if (flags & HZ_PAGE_IN_FULL) heap_unfull(heap, page);
+  if (page->in_full) heap_unfull(heap, page);
   hz_page_check(page);
-  if (page->used == 0) hz_heap_page_emptied(heap, page);
+  if (page->used == 0) heap_page_emptied(heap, page);
+}
+
+static hz_page_t *block_page(const void *block) {
+  return hz_segment_page_of(hz_segment_base(block), block);
+}
+
+/* Return the `n` oldest blocks of a bin to their pages. */
+static void heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++)
+    heap_page_put(heap, block_page(bin->items[i]), bin->items[i]);
+  bin->count -= n;
+  memmove(bin->items, bin->items + n, bin->count * sizeof bin->items[0]);
+}
+
+/* A free by the owner that missed the fast path: interior pointer, or a
+ * full bin. */
+static void heap_free_local(hz_heap_t *heap, hz_page_t *page, void *p) {
+  hz_bin_t *bin = &heap->bins[page->class_id];
+  if (bin->count == bin->cap) heap_bin_spill(heap, bin, (bin->cap + 1) / 2);
+  bin->items[bin->count++] = block_start(page, p);
 }
 
 void hz_heap_invalid_pointer(const char *what, const void *p,
@@ -171,8 +186,7 @@ void hz_heap_invalid_pointer(const char *what, const void *p,
 /* A block of another heap's page: into our stash, or straight to the
  * owner's inbox when this thread has no heap (exiting). */
 static void heap_free_remote(hz_heap_t *heap, hz_page_t *page, void *p) {
-  hz_block_t *block =
-      hz_page_has_aligned(page) ? hz_page_block_of(page, p) : (hz_block_t *)p;
+  hz_block_t *block = block_start(page, p);
   hz_inbox_t *dest = &hz_page_heap(page)->inbox;
   if (heap->state == HZ_HEAP_EMPTY) {
     hz_remote_push(dest, block, block);
@@ -218,9 +232,9 @@ static void heap_drain_inbox(hz_heap_t *heap) {
   int n = 0;
   for (; block != NULL && n < DRAIN_BUDGET; n++) {
     hz_block_t *next = block->next;
-    hz_page_t *page = hz_segment_page_of(hz_segment_base(block), block);
+    hz_page_t *page = block_page(block);
     HZ_ASSERT(hz_page_heap(page) == heap);
-    heap_free_local(heap, page, block);
+    heap_page_put(heap, page, block);
     block = next;
   }
   heap->stats.drained_blocks += (uint64_t)n;
@@ -278,7 +292,7 @@ static hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls) {
       if (extendable == NULL) extendable = page;
     } else {
       queue_remove(q, page);
-      hz_page_set_flag(page, HZ_PAGE_IN_FULL, true);
+      page->in_full = 1;
       queue_push_back(&heap->full, page);
     }
     page = next;
@@ -293,6 +307,26 @@ static hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls) {
   return page;
 }
 
+/* Fill the bin of `cls` half way from its pages; false if out of memory. */
+static bool heap_refill(hz_heap_t *heap, uint8_t cls) {
+  hz_bin_t *bin = &heap->bins[cls];
+  uint32_t want = bin->cap > 1 ? bin->cap / 2 : 1;
+  while (bin->count < want) {
+    hz_page_t *page = heap_find_page(heap, cls);
+    if (page == NULL) break;
+    hz_block_t *block = page->free;
+    uint32_t taken = 0;
+    for (; block != NULL && bin->count < want; taken++) {
+      bin->items[bin->count++] = block;
+      block = block->next;
+    }
+    page->free = block;
+    page->used = (uint16_t)(page->used + taken);
+    hz_page_check(page);
+  }
+  return bin->count > 0;
+}
+
 void *hz_heap_malloc_slow(hz_heap_t *heap, size_t size) {
   if (heap->state == HZ_HEAP_EMPTY) return hz_thread_malloc_unattached(size);
   if (size > HZ_SMALL_MAX) return hz_large_alloc(size, 0);
@@ -300,41 +334,33 @@ void *hz_heap_malloc_slow(hz_heap_t *heap, size_t size) {
   heap_flush_stash(heap);
   if (heap_has_incoming(heap)) heap_drain_inbox(heap);
   uint8_t cls = hz_sizeclass_of(size);
-  hz_page_t *page = heap->direct[cls];
-  if (page->free == NULL) {
-    page = heap_find_page(heap, cls);
-    heap->direct[cls] = page != NULL ? page : EMPTY_PAGE;
-    if (page == NULL) {
-      errno = ENOMEM;
-      return NULL;
-    }
+  hz_bin_t *bin = &heap->bins[cls];
+  if (bin->count == 0 && !heap_refill(heap, cls)) {
+    errno = ENOMEM;
+    return NULL;
   }
-  hz_block_t *block = page->free;
-  page->free = block->next;
-  page->used++;
-  hz_page_check(page);
-  return block;
+  return bin->items[--bin->count];
 }
 
 /* ---------------------------------------------------------------------------
  * Lifecycle
  * ------------------------------------------------------------------------- */
-/* Return what the heap can: publish its stash, drain its inbox and give
- * its empty and spare pages back to the segments. Pages with live blocks
- * stay with the heap while it is pooled. */
+/* Return what the heap can: publish its stash, drain its inbox, empty its
+ * bins and give its empty and spare pages back to the segments. Pages with live
+ * blocks stay with the heap while it is pooled. */
 void hz_heap_flush(hz_heap_t *heap) {
   heap_flush_stash(heap);
   while (heap_has_incoming(heap))
     heap_drain_inbox(heap);
   for (int c = 0; c < HZ_CLASS_COUNT; c++) {
-    heap->direct[c] = EMPTY_PAGE;
+    hz_bin_t *bin = &heap->bins[c];
+    heap_bin_spill(heap, bin, bin->count);
     hz_page_t *page = heap->queues[c].first;
     while (page != NULL) {
       hz_page_t *next = page->next;
       if (page->used == 0) heap_retire_page(heap, page);
       page = next;
     }
-    heap_update_direct(heap, (uint8_t)c);
   }
   heap_spare_release(heap);
 }

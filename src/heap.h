@@ -1,10 +1,13 @@
 /* heap: the per-thread allocator state and the malloc/free fast paths.
  *
- * Every live thread owns one heap. A thread starts pointing at a constant
- * empty heap whose pages have no free block, so the fast path needs no
- * init check: the first malloc falls into the slow path, which gives the
- * thread a real heap. Fields of a heap are touched only by its owner except
- * the inbox (remote box) and the pool/list links (under the pool lock). */
+ * Every live thread owns one heap. malloc pops from and free pushes to a
+ * bin per size class: an array stack of blocks, so neither touches a page
+ * or a counter on the fast path; bins refill from and flush to pages in
+ * batches. A thread starts pointing at a constant empty heap whose bins
+ * are empty with no room, so the fast path needs no init check: the first
+ * malloc falls into the slow path, which gives the thread a real heap. Fields
+ * of a heap are touched only by its owner except the inbox (remote box) and the
+ * pool/list links (under the pool lock). */
 #ifndef HZ_HEAP_H
 #define HZ_HEAP_H
 
@@ -35,12 +38,23 @@ typedef enum {
  * lock (and the kernel) each time. */
 #define HZ_HEAP_SPARE_KINDS 3
 
+/* Bin capacity: HZ_BIN_SLOTS blocks, or fewer for big blocks so a bin
+ * holds at most about HZ_BIN_BYTES. */
+#define HZ_BIN_SLOTS 64
+#define HZ_BIN_BYTES ((size_t)128 << 10)
+
+typedef struct {
+  uint32_t count;
+  uint32_t cap;
+  void *items[HZ_BIN_SLOTS];
+} hz_bin_t;
+
 typedef struct hz_heap_s {
-  /* Fast path: the page malloc pops from, per class (never NULL). Heaps
-   * are 64-byte aligned: pages keep flags in the low bits of their owner
-   * word. */
-  _Alignas(64) hz_page_t *direct[HZ_CLASS_COUNT];
-  /* Pages of each class that may have free blocks; direct[c] is first. */
+  /* Fast path: the blocks malloc pops, per class. Heaps are 64-byte
+   * aligned: pages keep flags in the low bits of their owner word. */
+  _Alignas(64) hz_bin_t bins[HZ_CLASS_COUNT];
+  /* Pages of each class that may have free blocks; the first is the one
+   * refills take from. */
   hz_page_queue_t queues[HZ_CLASS_COUNT];
   /* Pages with no free block left (all classes). */
   hz_page_queue_t full;
@@ -64,19 +78,15 @@ HZ_INLINE hz_heap_t *hz_heap_current(void) { return hz_heap_tls; }
 void *hz_heap_malloc_slow(hz_heap_t *heap, size_t size);
 void hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
                           void *p);
-void hz_heap_page_emptied(hz_heap_t *heap, hz_page_t *page);
 /* Report and ignore a pointer that is not a live hakozuna block. */
 void hz_heap_invalid_pointer(const char *what, const void *p,
                              const char *context);
 
 /* Pop a block of class `cls`, or take the slow path. */
 HZ_INLINE void *hz_heap_malloc_class(hz_heap_t *heap, size_t cls, size_t size) {
-  hz_page_t *page = heap->direct[cls];
-  hz_block_t *block = page->free;
-  if (HZ_UNLIKELY(block == NULL)) return hz_heap_malloc_slow(heap, size);
-  page->free = block->next;
-  page->used++;
-  return block;
+  hz_bin_t *bin = &heap->bins[cls];
+  if (HZ_UNLIKELY(bin->count == 0)) return hz_heap_malloc_slow(heap, size);
+  return bin->items[--bin->count];
 }
 
 /* Small-block malloc; size <= HZ_SMALL_MAX. */
@@ -104,11 +114,11 @@ HZ_INLINE void hz_heap_free(void *p) {
   hz_heap_t *heap = hz_heap_current();
   /* One compare: our page, and no flag asks for the slow path. */
   if (HZ_LIKELY(hz_page_owner_word(page) == (uintptr_t)heap)) {
-    hz_block_t *block = p;
-    block->next = page->local_free;
-    page->local_free = block;
-    if (HZ_UNLIKELY(--page->used == 0)) hz_heap_page_emptied(heap, page);
-    return;
+    hz_bin_t *bin = &heap->bins[page->class_id];
+    if (HZ_LIKELY(bin->count < bin->cap)) {
+      bin->items[bin->count++] = p;
+      return;
+    }
   }
   hz_heap_free_generic(heap, seg, page, p);
 }

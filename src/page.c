@@ -21,6 +21,7 @@ void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id) {
   page->used = 0;
   page->free = NULL;
   page->local_free = NULL;
+  page->in_full = 0;
   page->next = page->prev = NULL;
 }
 

@@ -28,8 +28,7 @@ struct hz_heap_s;
 /* Flag bits kept in the low bits of hz_page_t.owner (heaps are 64-byte
  * aligned). Only the owner changes them; any thread may read them
  * (usable_size reads HZ_PAGE_ALIGNED). */
-#define HZ_PAGE_IN_FULL   1u /* on the heap's full queue, not a class queue */
-#define HZ_PAGE_ALIGNED   2u /* some block was returned at an interior offset */
+#define HZ_PAGE_ALIGNED   1u /* some block was returned at an interior offset */
 #define HZ_PAGE_FLAG_MASK ((uintptr_t)63)
 
 /* 64 bytes, so segment -> descriptor is a shift. */
@@ -46,6 +45,7 @@ typedef struct hz_page_s {
   uint16_t capacity; /* blocks carved out so far */
   uint16_t reserved; /* blocks that fit in the page */
   uint8_t class_id;
+  uint8_t in_full; /* on the heap's full queue, not its class queue */
   uint32_t block_size;
   uint32_t area; /* bytes from start to the end of the page */
 } hz_page_t;
@@ -89,10 +89,6 @@ HZ_INLINE unsigned hz_page_flags(const hz_page_t *page) {
 
 HZ_INLINE bool hz_page_has_aligned(const hz_page_t *page) {
   return (hz_page_flags(page) & HZ_PAGE_ALIGNED) != 0;
-}
-
-HZ_INLINE bool hz_page_in_full(const hz_page_t *page) {
-  return (hz_page_flags(page) & HZ_PAGE_IN_FULL) != 0;
 }
 
 /* Owner only: set or clear flag bits. */
