@@ -189,7 +189,7 @@ static void heap_free_remote(hz_heap_t *heap, hz_page_t *page, void *p) {
   hz_block_t *block = block_start(page, p);
   hz_inbox_t *dest = &hz_page_heap(page)->inbox;
   if (heap->state == HZ_HEAP_EMPTY) {
-    hz_remote_push(dest, block, block);
+    hz_remote_push_one(dest, block);
     return;
   }
   heap->stats.remote_frees++;
@@ -232,6 +232,8 @@ static void heap_drain_inbox(hz_heap_t *heap) {
   int n = 0;
   for (; block != NULL && n < DRAIN_BUDGET; n++) {
     hz_block_t *next = block->next;
+    hz_block_t *ahead = hz_remote_skip(block);
+    if (ahead != NULL) __builtin_prefetch(ahead, 1);
     hz_page_t *page = block_page(block);
     HZ_ASSERT(hz_page_heap(page) == heap);
     heap_page_put(heap, page, block);

@@ -10,6 +10,11 @@ void hz_remote_push(hz_inbox_t *inbox, hz_block_t *first, hz_block_t *last) {
       &inbox->head, &head, first, memory_order_release, memory_order_relaxed));
 }
 
+void hz_remote_push_one(hz_inbox_t *inbox, hz_block_t *block) {
+  ((hz_block_t **)block)[1] = NULL; /* no skip pointer */
+  hz_remote_push(inbox, block, block);
+}
+
 hz_block_t *hz_remote_take_all(hz_inbox_t *inbox) {
   return atomic_exchange_explicit(&inbox->head, NULL, memory_order_acquire);
 }
@@ -40,6 +45,9 @@ unsigned hz_remote_stash(hz_stash_t *stash, hz_inbox_t *dest, hz_block_t *block,
     published = stash_publish(stash, index);
     slot->dest = dest;
   }
+  hz_block_t **recent = &slot->recent[slot->count % HZ_STASH_SKIP];
+  ((hz_block_t **)block)[1] = slot->count >= HZ_STASH_SKIP ? *recent : NULL;
+  *recent = block;
   block->next = slot->first;
   if (slot->first == NULL) slot->last = block;
   slot->first = block;

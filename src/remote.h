@@ -6,8 +6,14 @@
  * single CAS when it is full (count or bytes), when its slot is needed for
  * another destination, and when its heap flushes (malloc slow path, thread
  * exit). The owner takes its whole inbox with one atomic exchange (no ABA:
- * nothing is ever popped singly). A non-NULL inbox head is the pending
- * flag: the owner polls one word and never scans. */
+ * nothing is ever popped singly).
+ *
+ * Walking a list of blocks the freeing thread just wrote is a chain of
+ * cache misses, so each stashed block also records the block
+ * HZ_STASH_SKIP places further down its list (second word of the block,
+ * hz_remote_skip): the owner prefetches that far ahead while it drains. A
+ * non-NULL inbox head is the pending flag: the owner polls one word and never
+ * scans. */
 #ifndef HZ_REMOTE_H
 #define HZ_REMOTE_H
 
@@ -25,12 +31,15 @@ typedef struct {
 #define HZ_STASH_MAX_BLOCKS 64
 #define HZ_STASH_MAX_BYTES  ((uint32_t)256 << 10)
 
+#define HZ_STASH_SKIP 8
+
 typedef struct {
   hz_inbox_t *dest; /* NULL: slot empty */
   hz_block_t *first;
   hz_block_t *last;
   uint32_t count;
   uint32_t bytes;
+  hz_block_t *recent[HZ_STASH_SKIP]; /* the last blocks stashed, by count */
 } hz_stash_slot_t;
 
 typedef struct {
@@ -40,11 +49,19 @@ typedef struct {
 
 /* Append the list first..last (linked by next) to the inbox: one CAS. */
 void hz_remote_push(hz_inbox_t *inbox, hz_block_t *first, hz_block_t *last);
+/* Push one block (no stash). */
+void hz_remote_push_one(hz_inbox_t *inbox, hz_block_t *block);
 /* Take everything; NULL when empty. */
 hz_block_t *hz_remote_take_all(hz_inbox_t *inbox);
 
 HZ_INLINE bool hz_remote_pending(hz_inbox_t *inbox) {
   return atomic_load_explicit(&inbox->head, memory_order_relaxed) != NULL;
+}
+
+/* The block HZ_STASH_SKIP places after `block` in a published list (NULL
+ * near a list's end): worth a prefetch while draining. */
+HZ_INLINE hz_block_t *hz_remote_skip(const hz_block_t *block) {
+  return ((hz_block_t *const *)block)[1];
 }
 
 /* Stash a block of `size` bytes for `dest`. Returns the number of lists
