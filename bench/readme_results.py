@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Copy the per-benchmark tables and charts of one results directory into
 README.md, between the RESULTS markers.
-Usage: bench/readme_results.py results/<dir> "<command that produced it>"
+Usage: bench/readme_results.py results/<dir> "<command that produced it>" [NAME]
+NAME picks the marker pair <!-- NAME BEGIN --> / <!-- NAME END -->
+(default RESULTS), so the README can hold more than one results set.
 """
 import pathlib
 import re
@@ -10,7 +12,14 @@ import sys
 BEGIN, END = "<!-- RESULTS BEGIN -->", "<!-- RESULTS END -->"
 
 
+def markers(argv):
+    name = argv[3] if len(argv) > 3 else "RESULTS"
+    return "<!-- %s BEGIN -->" % name, "<!-- %s END -->" % name
+
+
 def main():
+    global BEGIN, END
+    BEGIN, END = markers(sys.argv)
     out = pathlib.Path(sys.argv[1])
     command = sys.argv[2]
     summary = (out / "summary.md").read_text()
