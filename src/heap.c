@@ -62,8 +62,11 @@ static uint32_t bin_capacity(uint8_t cls) {
 
 void hz_heap_init(hz_heap_t *heap) {
   memset(heap, 0, sizeof *heap);
-  for (uint8_t c = 1; c < HZ_CLASS_COUNT; c++)
-    heap->bins[c].cap = bin_capacity(c);
+  for (uint8_t c = 1; c < HZ_CLASS_COUNT; c++) {
+    hz_bin_t *bin = &heap->bins[c];
+    bin->base = bin->top = heap->bin_slots[c];
+    bin->limit = bin->base + bin_capacity(c);
+  }
   heap->state = HZ_HEAP_LIVE;
 }
 
@@ -163,19 +166,29 @@ static hz_page_t *block_page(const void *block) {
 }
 
 /* Return the `n` oldest blocks of a bin to their pages. */
-static void heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, uint32_t n) {
-  for (uint32_t i = 0; i < n; i++)
-    heap_page_put(heap, block_page(bin->items[i]), bin->items[i]);
-  bin->count -= n;
-  memmove(bin->items, bin->items + n, bin->count * sizeof bin->items[0]);
+static size_t bin_count(const hz_bin_t *bin) {
+  return (size_t)(bin->top - bin->base);
+}
+
+static size_t bin_capacity_of(const hz_bin_t *bin) {
+  return (size_t)(bin->limit - bin->base);
+}
+
+static void heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    heap_page_put(heap, block_page(bin->base[i]), bin->base[i]);
+  size_t left = bin_count(bin) - n;
+  memmove(bin->base, bin->base + n, left * sizeof bin->base[0]);
+  bin->top = bin->base + left;
 }
 
 /* A free by the owner that missed the fast path: interior pointer, or a
  * full bin. */
 static void heap_free_local(hz_heap_t *heap, hz_page_t *page, void *p) {
   hz_bin_t *bin = &heap->bins[page->class_id];
-  if (bin->count == bin->cap) heap_bin_spill(heap, bin, (bin->cap + 1) / 2);
-  bin->items[bin->count++] = block_start(page, p);
+  if (bin->top == bin->limit)
+    heap_bin_spill(heap, bin, (bin_capacity_of(bin) + 1) / 2);
+  *bin->top++ = block_start(page, p);
 }
 
 void hz_heap_invalid_pointer(const char *what, const void *p,
@@ -312,21 +325,22 @@ static hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls) {
 /* Fill the bin of `cls` half way from its pages; false if out of memory. */
 static bool heap_refill(hz_heap_t *heap, uint8_t cls) {
   hz_bin_t *bin = &heap->bins[cls];
-  uint32_t want = bin->cap > 1 ? bin->cap / 2 : 1;
-  while (bin->count < want) {
+  size_t cap = bin_capacity_of(bin);
+  void **want = bin->base + (cap > 1 ? cap / 2 : 1);
+  while (bin->top < want) {
     hz_page_t *page = heap_find_page(heap, cls);
     if (page == NULL) break;
     hz_block_t *block = page->free;
     uint32_t taken = 0;
-    for (; block != NULL && bin->count < want; taken++) {
-      bin->items[bin->count++] = block;
+    for (; block != NULL && bin->top < want; taken++) {
+      *bin->top++ = block;
       block = block->next;
     }
     page->free = block;
     page->used = (uint16_t)(page->used + taken);
     hz_page_check(page);
   }
-  return bin->count > 0;
+  return bin->top > bin->base;
 }
 
 void *hz_heap_malloc_slow(hz_heap_t *heap, size_t size) {
@@ -337,11 +351,11 @@ void *hz_heap_malloc_slow(hz_heap_t *heap, size_t size) {
   if (heap_has_incoming(heap)) heap_drain_inbox(heap);
   uint8_t cls = hz_sizeclass_of(size);
   hz_bin_t *bin = &heap->bins[cls];
-  if (bin->count == 0 && !heap_refill(heap, cls)) {
+  if (bin->top == bin->base && !heap_refill(heap, cls)) {
     errno = ENOMEM;
     return NULL;
   }
-  return bin->items[--bin->count];
+  return *--bin->top;
 }
 
 /* ---------------------------------------------------------------------------
@@ -356,7 +370,7 @@ void hz_heap_flush(hz_heap_t *heap) {
     heap_drain_inbox(heap);
   for (int c = 0; c < HZ_CLASS_COUNT; c++) {
     hz_bin_t *bin = &heap->bins[c];
-    heap_bin_spill(heap, bin, bin->count);
+    heap_bin_spill(heap, bin, bin_count(bin));
     hz_page_t *page = heap->queues[c].first;
     while (page != NULL) {
       hz_page_t *next = page->next;

@@ -43,16 +43,24 @@ typedef enum {
 #define HZ_BIN_SLOTS 64
 #define HZ_BIN_BYTES ((size_t)128 << 10)
 
+/* A bin is a stack of cached blocks living in the heap's slot array:
+ * base[0 .. top) are cached, and it is full when top == limit. All three
+ * are NULL in the constant empty heap (no block, no room). 32 bytes, so a
+ * class indexes it with a shift. */
 typedef struct {
-  uint32_t count;
-  uint32_t cap;
-  void *items[HZ_BIN_SLOTS];
+  void **top;
+  void **base;
+  void **limit;
+  void *unused;
 } hz_bin_t;
+
+_Static_assert(sizeof(hz_bin_t) == 32, "bins are indexed with a shift");
 
 typedef struct hz_heap_s {
   /* Fast path: the blocks malloc pops, per class. Heaps are 64-byte
    * aligned: pages keep flags in the low bits of their owner word. */
   _Alignas(64) hz_bin_t bins[HZ_CLASS_COUNT];
+  void *bin_slots[HZ_CLASS_COUNT][HZ_BIN_SLOTS];
   /* Pages of each class that may have free blocks; the first is the one
    * refills take from. */
   hz_page_queue_t queues[HZ_CLASS_COUNT];
@@ -85,8 +93,10 @@ void hz_heap_invalid_pointer(const char *what, const void *p,
 /* Pop a block of class `cls`, or take the slow path. */
 HZ_INLINE void *hz_heap_malloc_class(hz_heap_t *heap, size_t cls, size_t size) {
   hz_bin_t *bin = &heap->bins[cls];
-  if (HZ_UNLIKELY(bin->count == 0)) return hz_heap_malloc_slow(heap, size);
-  return bin->items[--bin->count];
+  void **top = bin->top;
+  if (HZ_UNLIKELY(top == bin->base)) return hz_heap_malloc_slow(heap, size);
+  bin->top = --top;
+  return *top;
 }
 
 /* Small-block malloc; size <= HZ_SMALL_MAX. */
@@ -115,8 +125,10 @@ HZ_INLINE void hz_heap_free(void *p) {
   /* One compare: our page, and no flag asks for the slow path. */
   if (HZ_LIKELY(hz_page_owner_word(page) == (uintptr_t)heap)) {
     hz_bin_t *bin = &heap->bins[page->class_id];
-    if (HZ_LIKELY(bin->count < bin->cap)) {
-      bin->items[bin->count++] = p;
+    void **top = bin->top;
+    if (HZ_LIKELY(top != bin->limit)) {
+      *top = p;
+      bin->top = top + 1;
       return;
     }
   }

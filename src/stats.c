@@ -60,7 +60,8 @@ void hz_stats_report(const hz_heap_summary_t *h, size_t segments) {
   hz_os_print("hakozuna: stats report\n");
   hz_os_print("  heaps          %zu (%zu pooled)\n", h->heaps_total,
               h->heaps_pooled);
-  hz_os_print("  small live     %zu blocks, %zu bytes, %zu pages in use\n",
+  hz_os_print("  small live     %zu blocks (bins included), %zu bytes, %zu "
+              "pages in use\n",
               h->blocks_live, h->bytes_live, h->pages_in_use);
   hz_os_print("  pages          %llu acquired, %llu retired\n",
               (unsigned long long)c->pages_acquired,
