@@ -249,7 +249,11 @@ static void heap_drain_inbox(hz_heap_t *heap) {
     if (ahead != NULL) __builtin_prefetch(ahead, 1);
     hz_page_t *page = block_page(block);
     HZ_ASSERT(hz_page_heap(page) == heap);
-    heap_page_put(heap, page, block);
+    hz_bin_t *bin = &heap->bins[page->class_id];
+    if (bin->top != bin->limit)
+      *bin->top++ = block; /* straight to malloc, no page round trip */
+    else
+      heap_page_put(heap, page, block);
     block = next;
   }
   heap->stats.drained_blocks += (uint64_t)n;
