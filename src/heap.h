@@ -40,7 +40,7 @@ typedef enum {
 
 /* Bin capacity: HZ_BIN_SLOTS blocks, or fewer for big blocks so a bin
  * holds at most about HZ_BIN_BYTES. */
-#define HZ_BIN_SLOTS 64
+#define HZ_BIN_SLOTS 32
 #define HZ_BIN_BYTES ((size_t)512 << 10)
 
 /* A bin is a stack of cached blocks living in the heap's slot array:

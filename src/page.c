@@ -8,7 +8,7 @@
 
 /* Carve at most this many bytes of fresh blocks at a time, so a page's
  * memory is touched only as it is needed. */
-#define PAGE_EXTEND_BYTES      ((size_t)16 << 10)
+#define PAGE_EXTEND_BYTES      ((size_t)4 << 10)
 #define PAGE_EXTEND_MIN_BLOCKS 4
 
 void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id) {
