@@ -12,12 +12,13 @@
 #include "config.h"
 
 #define HZ_CLASS_COUNT   53 /* classes 1..52; 52 is 256 KiB */
-#define HZ_CLASS_LUT_MAX 1024
+#define HZ_CLASS_LUT_MAX 2048
 
 extern const uint8_t hz_class_lut[HZ_CLASS_LUT_MAX / 16 + 1];
 extern const uint32_t hz_class_block_size[HZ_CLASS_COUNT];
 
-/* Above 1024: four classes per power of two; 1025..1280 is class 21. */
+/* Above 1024: four classes per power of two; 1025..1280 is class 21 (the
+ * table covers sizes up to HZ_CLASS_LUT_MAX, this formula all of them). */
 HZ_INLINE uint8_t hz_sizeclass_of_large(size_t size) {
   size_t s = size - 1;
   unsigned bit = 63u - (unsigned)__builtin_clzll(s); /* 2^bit <= s */
