@@ -35,6 +35,7 @@
 
 #include "check.h"
 #include "test_alloc.h"
+#include "test_util.h"
 
 #define WARMUP_THREADS 1000
 
@@ -63,35 +64,10 @@
 #define MAX_OUT     3   /* blocks a worker hands back */
 #define MAX_REPORTS 20
 
-/* RSS is not meaningful under a sanitizer (shadow memory, thread
- * histories); the numbers are still printed but not enforced. */
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define RSS_ENFORCED 0
-#else
-#define RSS_ENFORCED 1
-#endif
-
 static atomic_ulong g_reports;
 
-static void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void report(const char *fmt, ...) {
-  if (atomic_fetch_add(&g_reports, 1) >= MAX_REPORTS) return;
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "churn_test: FAIL: %s\n", buf);
-}
-
-static inline uint64_t rng_next(uint64_t *s) {
-  uint64_t x = *s;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  *s = x;
-  return x * UINT64_C(0x2545F4914F6CDD1D);
-}
+#define report(...)                                                            \
+  test_report("churn_test", &g_reports, MAX_REPORTS, __VA_ARGS__)
 
 /* Block layout: w[0] = size, w[i] = cookie(p, size, i); the block holds
  * the first `size` bytes of that word sequence. */
@@ -140,7 +116,7 @@ static int verify(void *p, const char *who) {
 }
 
 static size_t pick_size(uint64_t *rng) {
-  uint64_t r = rng_next(rng);
+  uint64_t r = test_rng_next(rng);
   unsigned u = (unsigned)(r % 1000);
   r >>= 16;
   if (u < 3) return ((size_t)256 << 10) + (size_t)(r % (768u << 10));
@@ -153,10 +129,10 @@ static size_t pick_size(uint64_t *rng) {
 /* Allocate and fill a mixed block; NULL (reported) on failure. */
 static void *alloc_block(uint64_t *rng, const char *who) {
   size_t size = pick_size(rng);
-  unsigned kind = (unsigned)(rng_next(rng) % 16);
+  unsigned kind = (unsigned)(test_rng_next(rng) % 16);
   void *p;
   if (kind == 0) {
-    size_t align = (size_t)64 << (rng_next(rng) % 8); /* 64 B..8 KiB */
+    size_t align = (size_t)64 << (test_rng_next(rng) % 8); /* 64 B..8 KiB */
     size = (size + align - 1) & ~(align - 1);
     p = t_aligned_alloc(align, size);
     if (p != NULL && (uintptr_t)p % align != 0)
@@ -232,7 +208,7 @@ static void *thread_main(void *arg) {
     return NULL;
   }
   void *mine[12];
-  int n = 4 + (int)(rng_next(&rng) % 9);
+  int n = 4 + (int)(test_rng_next(&rng) % 9);
   for (int i = 0; i < n; i++) {
     mine[i] = alloc_block(&rng, "worker thread");
     if (mine[i] == NULL) j->errors++;
@@ -243,7 +219,7 @@ static void *thread_main(void *arg) {
     else
       j->errors++;
   }
-  int keep = 1 + (int)(rng_next(&rng) % MAX_OUT);
+  int keep = 1 + (int)(test_rng_next(&rng) % MAX_OUT);
   for (int i = 0; i < n; i++) {
     if (mine[i] == NULL) continue;
     if (i < keep) {
@@ -255,16 +231,6 @@ static void *thread_main(void *arg) {
     }
   }
   return NULL;
-}
-
-static size_t rss_bytes(void) {
-  FILE *f = fopen("/proc/self/statm", "r");
-  if (f == NULL) return 0;
-  unsigned long size = 0, resident = 0;
-  int got = fscanf(f, "%lu %lu", &size, &resident);
-  fclose(f);
-  if (got != 2) return 0;
-  return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
 }
 
 /* Pending blocks owned by main: a FIFO ring. */
@@ -313,30 +279,30 @@ int main(int argc, char **argv) {
   unsigned long created = 0, errors = 0, create_failures = 0;
   unsigned long freed_after_exit = 0; /* by main, allocator thread gone */
   unsigned long handed_to_free_only = 0;
-  size_t rss_warm = 0, rss_peak = 0, rss_initial = rss_bytes();
+  size_t rss_warm = 0, rss_peak = 0, rss_initial = test_rss_bytes();
   unsigned long next_sample = WARMUP_THREADS;
   int warmed = 0;
 
   while (created < total) {
-    int batch = 2 + (int)(rng_next(&rng) % (BATCH_MAX - 1));
+    int batch = 2 + (int)(test_rng_next(&rng) % (BATCH_MAX - 1));
     if ((unsigned long)batch > total - created) batch = (int)(total - created);
     int started = 0;
     for (int b = 0; b < batch; b++) {
       struct job *j = &jobs[b];
       j->serial = created + (unsigned long)b;
-      j->seed = rng_next(&rng) | 1;
+      j->seed = test_rng_next(&rng) | 1;
       j->free_only = j->serial % 4 == 0;
       j->nin = 0;
       if (j->free_only) {
         /* blocks of dead threads from the pool, plus fresh ones of main */
-        int k = (int)(rng_next(&rng) % 4);
+        int k = (int)(test_rng_next(&rng) % 4);
         for (int i = 0; i < k; i++) {
           void *p = pool_pop();
           if (p == NULL) break;
           j->in[j->nin++] = p;
           handed_to_free_only++;
         }
-        int m = 1 + (int)(rng_next(&rng) % 4);
+        int m = 1 + (int)(test_rng_next(&rng) % 4);
         for (int i = 0; i < m; i++) {
           void *p = alloc_block(&rng, "main thread");
           if (p == NULL)
@@ -344,7 +310,7 @@ int main(int argc, char **argv) {
           else
             j->in[j->nin++] = p;
         }
-      } else if (rng_next(&rng) % 2 == 0) {
+      } else if (test_rng_next(&rng) % 2 == 0) {
         void *p = alloc_block(&rng, "main thread");
         if (p == NULL)
           errors++;
@@ -372,7 +338,7 @@ int main(int argc, char **argv) {
     if (started < batch) break;
 
     if (created >= next_sample) {
-      size_t rss = rss_bytes();
+      size_t rss = test_rss_bytes();
       if (!warmed) {
         rss_warm = rss;
         warmed = 1;
@@ -390,7 +356,7 @@ int main(int argc, char **argv) {
       errors++;
     }
   }
-  size_t rss_end = rss_bytes();
+  size_t rss_end = test_rss_bytes();
   if (rss_end > rss_peak) rss_peak = rss_end;
   if (!warmed) rss_warm = rss_end; /* fewer threads than the warm-up */
 
@@ -409,13 +375,13 @@ int main(int argc, char **argv) {
       (double)rss_peak / MiB, (double)rss_end / MiB,
       ((double)rss_end - (double)rss_warm) / MiB,
       freed_after_exit + handed_to_free_only, handed_to_free_only, errors, secs,
-      RSS_ENFORCED ? "" : " (sanitizer: RSS not enforced)");
+      TEST_RSS_ENFORCED ? "" : " (sanitizer: RSS not enforced)");
 
   CHECK_MSG(create_failures == 0, "%lu thread creations failed",
             create_failures);
   CHECK_MSG(errors == 0, "%lu corrupt blocks or failed allocations", errors);
   CHECK_MSG(rss_end != 0, "could not read /proc/self/statm");
-  if (RSS_ENFORCED) {
+  if (TEST_RSS_ENFORCED) {
     CHECK_MSG(rss_end <= rss_warm || rss_end - rss_warm <= RSS_GROWTH_LIMIT,
               "RSS grew by %.1f MiB after warm-up (limit %.0f MiB): "
               "%.1f -> %.1f MiB",

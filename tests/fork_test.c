@@ -44,6 +44,7 @@
 
 #include "check.h"
 #include "test_alloc.h"
+#include "test_util.h"
 
 #define BG_THREADS            4
 #define NSLOTS                512
@@ -94,15 +95,6 @@ static void report(const char *fmt, ...) {
   buf[n++] = '\n';
   ssize_t w = write(2, buf, (size_t)n);
   (void)w;
-}
-
-static inline uint64_t rng_next(uint64_t *s) {
-  uint64_t x = *s;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  *s = x;
-  return x * UINT64_C(0x2545F4914F6CDD1D);
 }
 
 /* Block layout: w[0] = size | tag << 48, w[i] = cookie(p, size, i); the
@@ -162,7 +154,7 @@ static int verify(void *p, const char *who) {
 
 /* Mostly 16 B..4 KiB, ~5% 4..128 KiB, ~0.3% 256 KiB..2 MiB. */
 static size_t pick_size(uint64_t *rng) {
-  uint64_t r = rng_next(rng);
+  uint64_t r = test_rng_next(rng);
   unsigned u = (unsigned)(r % 1000);
   r >>= 16;
   if (u < 3) return ((size_t)256 << 10) + (size_t)(r % (1792u << 10));
@@ -174,10 +166,10 @@ static size_t pick_size(uint64_t *rng) {
 /* Allocate (malloc / calloc / aligned_alloc / realloc-grown) and fill. */
 static void *alloc_block(uint64_t *rng, unsigned tag, const char *who) {
   size_t size = pick_size(rng);
-  unsigned kind = (unsigned)(rng_next(rng) % 32);
+  unsigned kind = (unsigned)(test_rng_next(rng) % 32);
   void *p;
   if (kind == 0) {
-    size_t align = (size_t)32 << (rng_next(rng) % 12); /* 32 B..64 KiB */
+    size_t align = (size_t)32 << (test_rng_next(rng) % 12); /* 32 B..64 KiB */
     size = (size + align - 1) & ~(align - 1);
     p = t_aligned_alloc(align, size);
     if (p != NULL && (uintptr_t)p % align)
@@ -228,7 +220,7 @@ static unsigned long churn(uint64_t *rng, unsigned tag, int ops, int ring_len,
   unsigned long errors = 0;
   if (ring_len > 64) ring_len = 64;
   for (int i = 0; i < ops; i++) {
-    int k = (int)(rng_next(rng) % (uint64_t)ring_len);
+    int k = (int)(test_rng_next(rng) % (uint64_t)ring_len);
     if (ring[k] != NULL) {
       if (verify(ring[k], who) < 0)
         errors++;
@@ -262,7 +254,7 @@ static void *bg_main(void *arg) {
       continue;
     }
     ops++;
-    uint64_t r = rng_next(&rng);
+    uint64_t r = test_rng_next(&rng);
     void *old;
     if (r % 4 != 0) {
       old = atomic_exchange_explicit(&slots[(r >> 8) % NSLOTS], p,
@@ -506,7 +498,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < NPRE; i++) {
       void *p;
       if (i == 0) { /* one large block and one with a large alignment */
-        size_t sz = ((size_t)1 << 20) + (size_t)(rng_next(&rng) % (1u << 20));
+        size_t sz =
+            ((size_t)1 << 20) + (size_t)(test_rng_next(&rng) % (1u << 20));
         p = t_malloc(sz);
         if (p) fill(p, sz, 100);
       } else if (i == 1) {

@@ -59,6 +59,7 @@
 
 #include "check.h"
 #include "test_alloc.h"
+#include "test_util.h"
 
 #ifdef HAVE_HZ_API
 #include "hakozuna.h"
@@ -86,43 +87,10 @@
  * is not published at exit. */
 #define EXIT_LIVE_SLACK 16
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define RSS_ENFORCED 0
-#else
-#define RSS_ENFORCED 1
-#endif
-
 static atomic_ulong g_errors;
 
-static void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void report(const char *fmt, ...) {
-  if (atomic_fetch_add(&g_errors, 1) >= MAX_REPORTS) return;
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "remote_stash_test: FAIL: %s\n", buf);
-}
-
-static inline uint64_t rng_next(uint64_t *s) {
-  uint64_t x = *s;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  *s = x;
-  return x * UINT64_C(0x2545F4914F6CDD1D);
-}
-
-static size_t rss_bytes(void) {
-  FILE *f = fopen("/proc/self/statm", "r");
-  if (f == NULL) return 0;
-  unsigned long size = 0, resident = 0;
-  int got = fscanf(f, "%lu %lu", &size, &resident);
-  fclose(f);
-  if (got != 2) return 0;
-  return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
-}
+#define report(...)                                                            \
+  test_report("remote_stash_test", &g_errors, MAX_REPORTS, __VA_ARGS__)
 
 /* ---------------------------------------------------------------------------
  * Block pattern: header word, body bytes, trailer word (size >= 16).
@@ -322,7 +290,7 @@ static void *consume(void *arg) {
  * items stays below 1 KiB, so stash lists fill up by count (64 blocks) as
  * well as by bytes (256 KiB). */
 static size_t pick_size(uint64_t *rng, unsigned long item) {
-  uint64_t r = rng_next(rng);
+  uint64_t r = test_rng_next(rng);
   unsigned shifts = (item / 1024) % 2 == 0 ? 13 : 6;
   unsigned shift = 4 + (unsigned)(r % shifts); /* 16 B .. 128 KiB or 1 KiB */
   r >>= 8;
@@ -333,7 +301,7 @@ static size_t pick_size(uint64_t *rng, unsigned long item) {
 static void test_handoff(unsigned long items) {
   stats_t s0 = {0}, s1 = {0};
   bool stats = api_stats_print != NULL && read_stats(&s0);
-  size_t rss0 = rss_bytes(), rss_peak = rss0;
+  size_t rss0 = test_rss_bytes(), rss_peak = rss0;
 
   consumer_t consumers[CONSUMERS] = {0};
   for (int i = 0; i < CONSUMERS; i++) {
@@ -356,7 +324,7 @@ static void test_handoff(unsigned long items) {
     made++;
     bytes_made += (double)size;
     if (i % 1024 == 0) {
-      size_t rss = rss_bytes();
+      size_t rss = test_rss_bytes();
       if (rss > rss_peak) rss_peak = rss;
     }
   }
@@ -366,7 +334,7 @@ static void test_handoff(unsigned long items) {
     pthread_join(consumers[i].th, NULL);
     consumed += consumers[i].consumed;
   }
-  size_t rss1 = rss_bytes();
+  size_t rss1 = test_rss_bytes();
   if (rss1 > rss_peak) rss_peak = rss1;
   if (stats && read_stats(&s1)) {
     unsigned long long remote = s1.remote_frees - s0.remote_frees;
@@ -396,11 +364,11 @@ static void test_handoff(unsigned long items) {
           "consumed; rss %.1f -> peak %.1f MiB%s\n",
           made, bytes_made / MiB, consumed, (double)rss0 / MiB,
           (double)rss_peak / MiB,
-          RSS_ENFORCED ? "" : " (sanitizer: RSS not enforced)");
+          TEST_RSS_ENFORCED ? "" : " (sanitizer: RSS not enforced)");
   CHECK_MSG(made == items, "%lu of %lu blocks allocated", made, items);
   CHECK_MSG(consumed == made, "%lu of %lu blocks consumed", consumed, made);
   CHECK(rss1 != 0);
-  if (RSS_ENFORCED)
+  if (TEST_RSS_ENFORCED)
     CHECK_MSG(rss_peak <= rss0 + HANDOFF_RSS_LIMIT,
               "RSS grew by %.1f MiB during the hand-off (limit %.0f MiB)",
               ((double)rss_peak - (double)rss0) / MiB,
@@ -465,13 +433,13 @@ static void test_exit_with_stash(unsigned long rounds) {
     freed += job.count;
     if (r + 1 == EXIT_WARMUP || (rounds <= EXIT_WARMUP && r == 0)) {
       stats = api_stats_print != NULL && read_stats(&s0);
-      rss_warm = rss_peak = rss_bytes();
+      rss_warm = rss_peak = test_rss_bytes();
     } else if (r % 100 == 0) {
-      size_t rss = rss_bytes();
+      size_t rss = test_rss_bytes();
       if (rss > rss_peak) rss_peak = rss;
     }
   }
-  size_t rss_end = rss_bytes();
+  size_t rss_end = test_rss_bytes();
   if (rss_end > rss_peak) rss_peak = rss_end;
   if (stats && read_stats(&s1)) {
     fprintf(stderr,
@@ -489,10 +457,10 @@ static void test_exit_with_stash(unsigned long rounds) {
           "threads; rss after warm-up %.1f MiB, peak %.1f, end %.1f%s\n",
           rounds, freed, (double)rss_warm / MiB, (double)rss_peak / MiB,
           (double)rss_end / MiB,
-          RSS_ENFORCED ? "" : " (sanitizer: RSS not enforced)");
+          TEST_RSS_ENFORCED ? "" : " (sanitizer: RSS not enforced)");
   CHECK_MSG(errors == 0, "%lu blocks corrupt or allocations failed", errors);
   CHECK(rss_end != 0);
-  if (RSS_ENFORCED)
+  if (TEST_RSS_ENFORCED)
     CHECK_MSG(rss_peak <= rss_warm + EXIT_RSS_LIMIT,
               "RSS grew by %.1f MiB after the warm-up (limit %.0f MiB)",
               ((double)rss_peak - (double)rss_warm) / MiB,

@@ -38,6 +38,7 @@
 
 #include "check.h"
 #include "test_alloc.h"
+#include "test_util.h"
 
 #define NSLOTS      4096        /* shared exchange array */
 #define LOCAL_RING  32          /* blocks a thread keeps and frees itself */
@@ -70,16 +71,6 @@ static unsigned round_first_tag;
 
 /* ---------------------------------------------------------------- helpers */
 
-static inline uint64_t rng_next(uint64_t *s) {
-  /* xorshift64* */
-  uint64_t x = *s;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  *s = x;
-  return x * UINT64_C(0x2545F4914F6CDD1D);
-}
-
 static inline uint64_t cookie(uintptr_t p, size_t size, size_t i) {
   return ((uint64_t)p ^ (uint64_t)size ^ UINT64_C(0x5a17c0debadf00d5)) +
          (uint64_t)i * UINT64_C(0x9E3779B97F4A7C15);
@@ -92,18 +83,10 @@ static inline uint64_t expected_word(uintptr_t p, size_t size, unsigned tag,
   return cookie(p, size, i);
 }
 
-static void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void report(const char *fmt, ...) {
-  atomic_fetch_add(&g_errors, 1);
-  if (atomic_fetch_add(&g_reports, 1) >= MAX_REPORTS) return;
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "stress_test: FAIL: %s\n", buf);
-}
+/* Every failure counts in g_errors; at most MAX_REPORTS are printed. */
+#define report(...)                                                            \
+  (atomic_fetch_add(&g_errors, 1),                                             \
+   test_report("stress_test", &g_reports, MAX_REPORTS, __VA_ARGS__))
 
 static void fill(void *p, size_t size, unsigned tag) {
   uint64_t *w = p;
@@ -183,7 +166,7 @@ static int verify_block(void *p, size_t *size_out, unsigned *tag_out,
 /* Size distribution: ~97.8% 8 B..4 KiB (log-uniform), ~2% 4..256 KiB,
  * ~0.02% 1..4 MiB. */
 static size_t pick_size(uint64_t *rng) {
-  uint64_t r = rng_next(rng);
+  uint64_t r = test_rng_next(rng);
   unsigned u = (unsigned)(r % 10000);
   r >>= 16;
   if (u < 2) return ((size_t)1 << 20) + (size_t)(r % (3u << 20));
@@ -225,10 +208,10 @@ static void free_block(void *p, unsigned my_tag, struct counters *c,
 /* Allocate a block of a mixed kind and fill it. NULL on failure (reported). */
 static void *alloc_block(uint64_t *rng, unsigned tag, struct counters *c) {
   size_t size = pick_size(rng);
-  unsigned kind = (unsigned)(rng_next(rng) % 100);
+  unsigned kind = (unsigned)(test_rng_next(rng) % 100);
   void *p;
   if (kind < 1) {
-    uint64_t r = rng_next(rng);
+    uint64_t r = test_rng_next(rng);
     size_t align = (size_t)32 << (r % 12); /* 32 B .. 64 KiB */
     /* Half of the sizes are multiples of the alignment (strict C11), half
      * arbitrary (accepted by glibc and hakozuna, C17 DR 460). */
@@ -285,7 +268,7 @@ static void *realloc_block(void *p, uint64_t *rng, unsigned tag,
   size_t size;
   unsigned old_tag;
   if (!verify_block(p, &size, &old_tag, "before realloc")) return NULL;
-  uint64_t r = rng_next(rng);
+  uint64_t r = test_rng_next(rng);
   size_t nsize;
   if (r % 4 == 0) {
     nsize = 8 + (size_t)((r >> 8) % size); /* shrink */
@@ -316,11 +299,11 @@ static void *realloc_block(void *p, uint64_t *rng, unsigned tag,
  * re-publish) whatever was there. */
 static void publish(void *p, uint64_t *rng, unsigned tag, struct counters *c) {
   for (int hops = 0; p != NULL && hops < 4; hops++) {
-    size_t idx = (size_t)(rng_next(rng) % NSLOTS);
+    size_t idx = (size_t)(test_rng_next(rng) % NSLOTS);
     void *old = atomic_exchange_explicit(&slots[idx], p, memory_order_acq_rel);
     p = NULL;
     if (old == NULL) return;
-    if (rng_next(rng) % 32 == 0) {
+    if (test_rng_next(rng) % 32 == 0) {
       /* realloc a block that (usually) another thread allocated, then put
        * it back into circulation */
       p = realloc_block(old, rng, tag, c);
@@ -341,7 +324,7 @@ static void *worker_main(void *arg) {
   for (unsigned long it = 0; it < w->iters; it++) {
     void *p = alloc_block(&rng, tag, &c);
     if (p == NULL) continue;
-    uint64_t r = rng_next(&rng);
+    uint64_t r = test_rng_next(&rng);
     if (r % 16 == 0) {
       p = realloc_block(p, &rng, tag, &c); /* grow/shrink our own block */
       if (p == NULL) continue;

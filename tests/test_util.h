@@ -1,0 +1,58 @@
+/* Helpers shared by the threaded behaviour tests: a xorshift generator,
+ * the process's resident set size, and a failure report capped at a number
+ * of lines. */
+#ifndef HZ_TEST_UTIL_H
+#define HZ_TEST_UTIL_H
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
+
+/* RSS is not meaningful under a sanitizer (shadow memory, thread
+ * histories): tests print it but do not enforce bounds on it. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define TEST_RSS_ENFORCED 0
+#else
+#define TEST_RSS_ENFORCED 1
+#endif
+
+static inline uint64_t test_rng_next(uint64_t *s) {
+  uint64_t x = *s;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  *s = x;
+  return x * UINT64_C(0x2545F4914F6CDD1D);
+}
+
+/* Resident bytes from /proc/self/statm; 0 if it cannot be read. */
+static inline size_t test_rss_bytes(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (f == NULL) return 0;
+  unsigned long size = 0, resident = 0;
+  int got = fscanf(f, "%lu %lu", &size, &resident);
+  fclose(f);
+  if (got != 2) return 0;
+  return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* One "<test>: FAIL: ..." line on stderr; counts every call in *reports
+ * and stays quiet once max lines were printed. */
+static void test_report(const char *test, atomic_ulong *reports,
+                        unsigned long max, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5), unused));
+static void test_report(const char *test, atomic_ulong *reports,
+                        unsigned long max, const char *fmt, ...) {
+  if (atomic_fetch_add(reports, 1) >= max) return;
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "%s: FAIL: %s\n", test, buf);
+}
+
+#endif
