@@ -54,7 +54,7 @@ static void queue_remove(hz_page_queue_t *q, hz_page_t *page) {
   page->next = page->prev = NULL;
 }
 
-static uint32_t bin_capacity(uint8_t cls) {
+static uint32_t class_bin_capacity(uint8_t cls) {
   size_t cap = HZ_BIN_BYTES / hz_sizeclass_block_size(cls);
   if (cap > HZ_BIN_SLOTS) cap = HZ_BIN_SLOTS;
   return cap < 1 ? 1 : (uint32_t)cap;
@@ -65,7 +65,7 @@ void hz_heap_init(hz_heap_t *heap) {
   for (uint8_t c = 1; c < HZ_CLASS_COUNT; c++) {
     hz_bin_t *bin = &heap->bins[c];
     bin->base = bin->top = heap->bin_slots[c];
-    bin->limit = bin->base + bin_capacity(c);
+    bin->limit = bin->base + class_bin_capacity(c);
   }
   heap->state = HZ_HEAP_LIVE;
 }
@@ -165,7 +165,6 @@ static hz_page_t *block_page(const void *block) {
   return hz_segment_page_of(hz_segment_base(block), block);
 }
 
-/* Return the `n` oldest blocks of a bin to their pages. */
 static size_t bin_count(const hz_bin_t *bin) {
   return (size_t)(bin->top - bin->base);
 }
@@ -174,6 +173,7 @@ static size_t bin_capacity_of(const hz_bin_t *bin) {
   return (size_t)(bin->limit - bin->base);
 }
 
+/* Return the `n` oldest blocks of a bin to their pages. */
 static void heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n) {
   for (size_t i = 0; i < n; i++)
     heap_page_put(heap, block_page(bin->base[i]), bin->base[i]);
@@ -229,12 +229,12 @@ static void heap_flush_stash(hz_heap_t *heap) {
     heap->stats.batches_published += hz_remote_flush(&heap->stash);
 }
 
-/* Most blocks one drain gives back to their pages; the rest wait in the
- * backlog for the next slow path, so no single malloc pays for a huge
- * inbox. */
+/* Most blocks one drain takes home; the rest wait in the backlog for the
+ * next slow path, so no single malloc pays for a huge inbox. */
 #define DRAIN_BUDGET 4096
 
-/* Give blocks received through the inbox back to their pages. */
+/* Put blocks received through the inbox into their bins, or back on their
+ * pages when a bin is full. */
 static void heap_drain_inbox(hz_heap_t *heap) {
   hz_block_t *block = heap->backlog;
   if (block == NULL) {

@@ -99,11 +99,8 @@ HZ_INLINE void *hz_heap_malloc_class(hz_heap_t *heap, size_t cls, size_t size) {
   return *top;
 }
 
-/* Small-block malloc; size <= HZ_SMALL_MAX. */
-HZ_INLINE void *hz_heap_malloc_small(hz_heap_t *heap, size_t size) {
-  return hz_heap_malloc_class(heap, hz_sizeclass_of(size), size);
-}
-
+/* The two branches of hz_sizeclass_of written out, so the table case and
+ * the size limit cost one compare between them. */
 HZ_INLINE void *hz_heap_malloc(size_t size) {
   hz_heap_t *heap = hz_heap_current();
   if (HZ_LIKELY(size <= HZ_CLASS_LUT_MAX))

@@ -1,7 +1,7 @@
 /* page: a run of equal-sized blocks of one size class, owned by one heap.
  *
  * Ownership: every field is touched only by the owning heap's thread, with
- * two exceptions: `heap` is read by any thread freeing a block of the page
+ * two exceptions: `owner` is read by any thread freeing a block of the page
  * (it is stable while any block is live), and the descriptor is handed
  * between heaps only through the segment box, under its lock, while the page
  * holds no live block.
@@ -9,7 +9,8 @@
  * Invariant (checked in debug builds):
  *   used + |free| + |local_free| == capacity <= reserved
  * where `used` counts blocks handed out and not yet back on this page's
- * lists — blocks waiting in an inbox still count as used. */
+ * lists — blocks cached in a bin, stashed or waiting in an inbox still
+ * count as used. */
 #ifndef HZ_PAGE_H
 #define HZ_PAGE_H
 
