@@ -11,6 +11,7 @@
 #include "heap.h"
 #include "large.h"
 #include "options.h"
+#include "purge.h"
 #include "stats.h"
 #include "thread.h"
 
@@ -35,11 +36,10 @@ HZ_EXPORT void *hz_calloc(size_t count, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
+  /* The large box knows whether a mapping still reads as zeros. */
+  if (total > HZ_SMALL_MAX) return hz_large_alloc(total, 0, true);
   void *p = hz_heap_malloc(total);
-  if (p == NULL) return NULL;
-  hz_segment_t *seg = hz_segment_of(p);
-  /* Fresh large mappings are already zero. */
-  if (seg->kind != HZ_SEGMENT_LARGE) memset(p, 0, total);
+  if (p != NULL) memset(p, 0, total);
   return p;
 }
 
@@ -50,7 +50,11 @@ HZ_EXPORT size_t hz_usable_size(const void *ptr) {
     hz_heap_invalid_pointer("usable size", ptr, "not allocated by hakozuna");
     return 0;
   }
-  if (seg->kind == HZ_SEGMENT_LARGE) return hz_large_usable_size(seg, ptr);
+  if (seg->kind == HZ_SEGMENT_LARGE) {
+    if (hz_large_owns(seg, ptr)) return hz_large_usable_size(seg, ptr);
+    hz_heap_invalid_pointer("usable size", ptr, "not an allocated block");
+    return 0;
+  }
   hz_page_t *page = hz_segment_page_of(seg, ptr);
   if (hz_page_heap(page) == NULL) {
     hz_heap_invalid_pointer("usable size", ptr, "not an allocated block");
@@ -67,11 +71,18 @@ HZ_EXPORT void *hz_realloc(void *ptr, size_t size) {
     hz_heap_free(ptr); /* glibc: realloc(p, 0) frees and returns NULL */
     return NULL;
   }
-  if (hz_segment_of(ptr) == NULL) {
+  hz_segment_t *seg = hz_segment_of(ptr);
+  if (seg == NULL) {
     hz_heap_invalid_pointer("invalid realloc", ptr,
                             "not allocated by hakozuna");
     errno = ENOMEM;
     return NULL;
+  }
+  /* Large to large: resize the mapping, no copy. */
+  if (seg->kind == HZ_SEGMENT_LARGE && size > HZ_SMALL_MAX &&
+      hz_large_owns(seg, ptr)) {
+    void *moved = hz_large_realloc(seg, ptr, size);
+    if (moved != NULL) return moved;
   }
   size_t usable = hz_usable_size(ptr);
   if (usable == 0) { /* reported by hz_usable_size */
@@ -128,7 +139,7 @@ void *hz_api_memalign(size_t alignment, size_t size) {
   }
   if (size + alignment - HZ_MIN_ALIGN <= HZ_SMALL_MAX)
     return api_aligned_small(alignment, size);
-  return hz_large_alloc(size, alignment);
+  return hz_large_alloc(size, alignment, false);
 }
 
 HZ_EXPORT void *hz_memalign(size_t alignment, size_t size) {
@@ -153,16 +164,28 @@ HZ_EXPORT int hz_posix_memalign(void **out, size_t alignment, size_t size) {
   return 0;
 }
 
+void hz_api_memory_summary(hz_memory_summary_t *out) {
+  out->segments = hz_segment_count();
+  hz_segment_cached(&out->segments_cached, &out->dirty_bytes);
+  hz_large_cached(&out->large_cached, &out->large_cached_bytes);
+}
+
 HZ_EXPORT void hz_stats_print(void) {
   hz_heap_summary_t summary;
   hz_thread_summarize(&summary);
-  hz_stats_report(&summary, hz_segment_count());
+  hz_memory_summary_t memory;
+  hz_api_memory_summary(&memory);
+  hz_stats_report(&summary, &memory);
 }
 
+/* The calling thread's heap gives back everything, bins included; with
+ * `force`, every other heap gives back what it can without its owner and
+ * all free memory is purged now. Otherwise only what fell due. */
 HZ_EXPORT void hz_collect(bool force) {
-  (void)force;
   hz_heap_t *heap = hz_heap_current();
   if (heap != &hz_heap_empty) hz_heap_flush(heap);
+  if (force) hz_thread_collect(false);
+  hz_purge_run(force);
 }
 
 /* HZ_SHOW_STATS=1: one report when the process exits. */

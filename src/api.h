@@ -5,10 +5,14 @@
 
 #include <stddef.h>
 
+#include "stats.h"
+
 /* Aligned allocation with glibc's memalign semantics: alignment rounded up
  * to a power of two, at least HZ_MIN_ALIGN. */
 void *hz_api_memalign(size_t alignment, size_t size);
 /* Allocation used by operator new: calls the new-handler on failure. */
 void *hz_api_cxx_new(size_t size, size_t alignment, int nothrow);
+/* What the segment and large boxes hold (mapped, cached, not yet purged). */
+void hz_api_memory_summary(hz_memory_summary_t *out);
 
 #endif

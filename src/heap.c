@@ -12,12 +12,78 @@
 
 #include "large.h"
 #include "os.h"
+#include "purge.h"
 #include "thread.h"
 
 /* Bins empty and without room: every call takes the slow path. */
 const hz_heap_t hz_heap_empty = {.state = HZ_HEAP_EMPTY};
 
 HZ_TLS hz_heap_t *hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
+
+/* ---------------------------------------------------------------------------
+ * Collection handshake: the owner side costs two plain stores and a load;
+ * the collector pays for a membarrier. ThreadSanitizer cannot see that
+ * barrier, so its build makes both sides sequentially consistent.
+ * ------------------------------------------------------------------------- */
+#if defined(__SANITIZE_THREAD__)
+#define HANDSHAKE_ORDER memory_order_seq_cst
+#else
+#define HANDSHAKE_ORDER memory_order_relaxed
+#endif
+
+static void heap_raise_busy(hz_heap_t *heap) {
+  atomic_store_explicit(&heap->busy, 1, HANDSHAKE_ORDER);
+  atomic_signal_fence(memory_order_seq_cst);
+}
+
+static bool heap_claimed(hz_heap_t *heap) {
+  return atomic_load_explicit(&heap->collector, memory_order_seq_cst) != 0;
+}
+
+static HZ_NOINLINE void heap_wait_collector(hz_heap_t *heap) {
+  do {
+    atomic_store_explicit(&heap->busy, 0, memory_order_release);
+    while (heap_claimed(heap))
+      hz_os_yield();
+    heap_raise_busy(heap);
+  } while (heap_claimed(heap));
+}
+
+/* The owner enters / leaves a slow path. */
+static void heap_enter(hz_heap_t *heap) {
+  heap_raise_busy(heap);
+  if (HZ_UNLIKELY(heap_claimed(heap))) heap_wait_collector(heap);
+  uint32_t n = atomic_load_explicit(&heap->activity, memory_order_relaxed);
+  atomic_store_explicit(&heap->activity, n + 1, memory_order_relaxed);
+}
+
+static void heap_leave(hz_heap_t *heap) {
+  atomic_store_explicit(&heap->busy, 0, memory_order_release);
+}
+
+bool hz_heap_claim(hz_heap_t *heap, uintptr_t token, bool idle_only) {
+  if (heap->state != HZ_HEAP_LIVE && heap->state != HZ_HEAP_POOLED)
+    return false;
+  if (idle_only) {
+    uint32_t n = atomic_load_explicit(&heap->activity, memory_order_relaxed);
+    if (n != heap->collect_seen) { /* active since we last looked */
+      heap->collect_seen = n;
+      heap->collect_clean = false;
+      return false;
+    }
+    if (heap->collect_clean && !hz_remote_pending(&heap->inbox)) return false;
+  }
+  uintptr_t expected = 0;
+  return atomic_compare_exchange_strong(&heap->collector, &expected, token);
+}
+
+bool hz_heap_owner_quiet(hz_heap_t *heap) {
+  return atomic_load_explicit(&heap->busy, memory_order_seq_cst) == 0;
+}
+
+void hz_heap_release_claim(hz_heap_t *heap) {
+  atomic_store_explicit(&heap->collector, 0, memory_order_release);
+}
 
 /* ---------------------------------------------------------------------------
  * Page queues
@@ -196,15 +262,10 @@ void hz_heap_invalid_pointer(const char *what, const void *p,
   hz_os_message("error: %s of %p (%s)", what, p, context);
 }
 
-/* A block of another heap's page: into our stash, or straight to the
- * owner's inbox when this thread has no heap (exiting). */
+/* A block of another heap's page: into our stash. */
 static void heap_free_remote(hz_heap_t *heap, hz_page_t *page, void *p) {
   hz_block_t *block = block_start(page, p);
   hz_inbox_t *dest = &hz_page_heap(page)->inbox;
-  if (heap->state == HZ_HEAP_EMPTY) {
-    hz_remote_push_one(dest, block);
-    return;
-  }
   heap->stats.remote_frees++;
   heap->stats.batches_published +=
       hz_remote_stash(&heap->stash, dest, block, page->block_size);
@@ -213,15 +274,25 @@ static void heap_free_remote(hz_heap_t *heap, hz_page_t *page, void *p) {
 void hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
                           void *p) {
   hz_heap_t *owner = hz_page_heap(page);
-  if (owner == heap) {
-    heap_free_local(heap, page, p);
-  } else if (owner != NULL) {
-    heap_free_remote(heap, page, p);
-  } else if (seg->kind == HZ_SEGMENT_LARGE && hz_large_owns(seg, p)) {
-    hz_large_free(seg, p);
-  } else {
-    hz_heap_invalid_pointer("invalid free", p, "not an allocated block");
+  if (owner == NULL) {
+    if (seg->kind == HZ_SEGMENT_LARGE && hz_large_owns(seg, p)) {
+      hz_large_free(seg);
+      hz_purge_tick();
+    } else {
+      hz_heap_invalid_pointer("invalid free", p, "not an allocated block");
+    }
+    return;
   }
+  if (heap->state == HZ_HEAP_EMPTY) { /* exiting thread: straight home */
+    hz_remote_push_one(&owner->inbox, block_start(page, p));
+    return;
+  }
+  heap_enter(heap);
+  if (owner == heap)
+    heap_free_local(heap, page, p);
+  else
+    heap_free_remote(heap, page, p);
+  heap_leave(heap);
 }
 
 static void heap_flush_stash(hz_heap_t *heap) {
@@ -233,9 +304,9 @@ static void heap_flush_stash(hz_heap_t *heap) {
  * next slow path, so no single malloc pays for a huge inbox. */
 #define DRAIN_BUDGET 4096
 
-/* Put blocks received through the inbox into their bins, or back on their
- * pages when a bin is full. */
-static void heap_drain_inbox(hz_heap_t *heap) {
+/* Put blocks received through the inbox into their bins (only the owner
+ * may), or back on their pages when a bin is full. */
+static void heap_drain_inbox(hz_heap_t *heap, bool into_bins) {
   hz_block_t *block = heap->backlog;
   if (block == NULL) {
     block = hz_remote_take_all(&heap->inbox);
@@ -250,7 +321,7 @@ static void heap_drain_inbox(hz_heap_t *heap) {
     hz_page_t *page = block_page(block);
     HZ_ASSERT(hz_page_heap(page) == heap);
     hz_bin_t *bin = &heap->bins[page->class_id];
-    if (bin->top != bin->limit)
+    if (into_bins && bin->top != bin->limit)
       *bin->top++ = block; /* straight to malloc, no page round trip */
     else
       heap_page_put(heap, page, block);
@@ -349,32 +420,31 @@ static bool heap_refill(hz_heap_t *heap, uint8_t cls) {
 
 void *hz_heap_malloc_slow(hz_heap_t *heap, size_t size) {
   if (heap->state == HZ_HEAP_EMPTY) return hz_thread_malloc_unattached(size);
-  if (size > HZ_SMALL_MAX) return hz_large_alloc(size, 0);
+  hz_purge_tick();
+  if (size > HZ_SMALL_MAX) return hz_large_alloc(size, 0, false);
+  heap_enter(heap);
   heap->stats.slow_mallocs++;
   heap_flush_stash(heap);
-  if (heap_has_incoming(heap)) heap_drain_inbox(heap);
+  if (heap_has_incoming(heap)) heap_drain_inbox(heap, true);
   uint8_t cls = hz_sizeclass_of(size);
   hz_bin_t *bin = &heap->bins[cls];
-  if (bin->top == bin->base && !heap_refill(heap, cls)) {
+  void *block = NULL;
+  if (bin->top != bin->base || heap_refill(heap, cls))
+    block = *--bin->top;
+  else
     errno = ENOMEM;
-    return NULL;
-  }
-  return *--bin->top;
+  heap_leave(heap);
+  return block;
 }
 
 /* ---------------------------------------------------------------------------
  * Lifecycle
  * ------------------------------------------------------------------------- */
-/* Return what the heap can: publish its stash, drain its inbox, empty its
- * bins and give its empty and spare pages back to the segments. Pages with live
- * blocks stay with the heap while it is pooled. */
-void hz_heap_flush(hz_heap_t *heap) {
+static void heap_collect(hz_heap_t *heap) {
   heap_flush_stash(heap);
   while (heap_has_incoming(heap))
-    heap_drain_inbox(heap);
+    heap_drain_inbox(heap, false);
   for (int c = 0; c < HZ_CLASS_COUNT; c++) {
-    hz_bin_t *bin = &heap->bins[c];
-    heap_bin_spill(heap, bin, bin_count(bin));
     hz_page_t *page = heap->queues[c].first;
     while (page != NULL) {
       hz_page_t *next = page->next;
@@ -383,6 +453,25 @@ void hz_heap_flush(hz_heap_t *heap) {
     }
   }
   heap_spare_release(heap);
+}
+
+void hz_heap_collect(hz_heap_t *heap) {
+  heap_collect(heap);
+  heap->collect_seen =
+      atomic_load_explicit(&heap->activity, memory_order_relaxed);
+  heap->collect_clean = true;
+}
+
+/* The owner returns what it can: its bins too, then what a collector
+ * would. Pages with live blocks stay with the heap while it is pooled. */
+void hz_heap_flush(hz_heap_t *heap) {
+  heap_enter(heap);
+  for (int c = 0; c < HZ_CLASS_COUNT; c++) {
+    hz_bin_t *bin = &heap->bins[c];
+    heap_bin_spill(heap, bin, bin_count(bin));
+  }
+  heap_collect(heap);
+  heap_leave(heap);
 }
 
 void hz_heap_summarize_one(const hz_heap_t *heap, hz_heap_summary_t *out) {

@@ -6,8 +6,18 @@
  * batches. A thread starts pointing at a constant empty heap whose bins
  * are empty with no room, so the fast path needs no init check: the first
  * malloc falls into the slow path, which gives the thread a real heap. Fields
- * of a heap are touched only by its owner except the inbox (remote box) and the
- * pool/list links (under the pool lock). */
+ * of a heap are touched only by its owner except the inbox (remote box), the
+ * pool/list links (under the pool lock), and everything but the bins while
+ * a collector holds the heap.
+ *
+ * Collection: a thread whose heap sits idle keeps blocks freed to it in its
+ * inbox, and its empty pages. Another thread (the purge thread, or
+ * malloc_trim) may claim the heap and give those back. The owner raises
+ * `busy` around its slow paths with plain stores; a collector claims the
+ * heap in `collector`, forces a barrier on every thread (membarrier), and
+ * works only if the owner is not busy then; an owner that finds the heap
+ * claimed waits. The fast paths touch only the bins, which collectors never
+ * touch, so they take no part. */
 #ifndef HZ_HEAP_H
 #define HZ_HEAP_H
 
@@ -74,6 +84,12 @@ typedef struct hz_heap_s {
   uint8_t spare_count[HZ_HEAP_SPARE_KINDS];
   hz_heap_stats_t stats;
   hz_heap_state_t state;
+  /* Collection handshake (see the top of this file). */
+  _Alignas(64) _Atomic uint8_t busy; /* owner inside a slow path */
+  _Atomic uint32_t activity;         /* owner slow paths so far */
+  _Atomic uintptr_t collector;       /* claiming collector's token, or 0 */
+  uint32_t collect_seen; /* collector's: activity when it last looked */
+  bool collect_clean;    /* collector's: nothing left when it last looked */
   struct hz_heap_s *next_all;    /* every heap ever made */
   struct hz_heap_s *next_pooled; /* heaps waiting for a thread */
 } hz_heap_t;
@@ -131,6 +147,18 @@ HZ_INLINE void hz_heap_free(void *p) {
   }
   hz_heap_free_generic(heap, seg, page, p);
 }
+
+/* Collection by another thread. Claim: false if the heap is not worth it
+ * (with `idle_only`: its owner was active since the last look, or nothing
+ * came in since it was last collected) or another collector has it. */
+bool hz_heap_claim(hz_heap_t *heap, uintptr_t token, bool idle_only);
+/* After a barrier on every thread: true if the owner is outside its slow
+ * paths, so the claim is exclusive until released. */
+bool hz_heap_owner_quiet(hz_heap_t *heap);
+/* Give back what a claimed heap holds outside its bins: publish its stash,
+ * take its inbox home to the pages, return empty and spare pages. */
+void hz_heap_collect(hz_heap_t *heap);
+void hz_heap_release_claim(hz_heap_t *heap);
 
 /* Thread lifecycle (called by init). */
 hz_heap_t *hz_heap_acquire(void);

@@ -1,63 +1,375 @@
-/* large: mapping and unmapping blocks too big for a size class.
+/* large: blocks too big for a size class, each in its own mapping, and the
+ * cache of freed mappings.
  *
  * Layout of one large block: a 4 MiB-aligned segment header at `seg`, the
  * block at seg + round_up(header, align), the mapping ending at
- * seg + map_size. The block start is kept in pages[0].start so that a free
- * of any other address is recognised as invalid. No lock: each block has
- * its own mapping and map entry. */
+ * seg + map_size. The block start is kept in pages[0].start and
+ * used_pages is 1 while the block is live, so a free of any other address,
+ * or of a cached block, is recognised as invalid.
+ *
+ * The cache keeps freed mappings by size class (four per power of two):
+ * a mapping of map_size bytes sits in the largest class not above
+ * map_size, and a request takes from the smallest class not below what it
+ * needs, borrowing from up to LARGE_BORROW classes above on a miss. Over
+ * the byte cap, the oldest mappings of the class just freed to go first,
+ * then the oldest of the largest classes. Cached mappings are purged
+ * (their memory given back, the mapping kept) after the purge delay, in
+ * the order they were freed. One mutex guards the cache; no madvise,
+ * mmap or munmap runs under it. */
 #include "large.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 
+#include "options.h"
 #include "os.h"
 #include "stats.h"
 
-void *hz_large_alloc(size_t size, size_t align) {
+#define LARGE_CLASS_MIN_SHIFT 18 /* class 0 is 256 KiB */
+#define LARGE_CLASS_COUNT     ((64 - LARGE_CLASS_MIN_SHIFT) * 4)
+#define LARGE_BORROW          3
+
+typedef struct {
+  hz_segment_t *newest; /* linked by next (towards older) / prev */
+  hz_segment_t *oldest;
+} large_list_t;
+
+static pthread_mutex_t large_lock = PTHREAD_MUTEX_INITIALIZER;
+static large_list_t large_cache[LARGE_CLASS_COUNT];
+static size_t large_cached_bytes, large_cached_count;
+/* Cached mappings not yet purged, oldest first (by purge_next/prev). */
+static hz_segment_t *dirty_first, *dirty_last;
+static _Atomic uint64_t large_next_due = UINT64_MAX;
+
+/* ---------------------------------------------------------------------------
+ * Size classes
+ * ------------------------------------------------------------------------- */
+static unsigned class_floor(size_t size) {
+  unsigned e = 63u - (unsigned)__builtin_clzll(size);
+  if (e < LARGE_CLASS_MIN_SHIFT) return 0;
+  return (e - LARGE_CLASS_MIN_SHIFT) * 4 + (unsigned)((size >> (e - 2)) & 3);
+}
+
+static size_t class_size(unsigned c) {
+  unsigned e = c / 4 + LARGE_CLASS_MIN_SHIFT;
+  return ((size_t)1 << e) + ((size_t)(c % 4) << (e - 2));
+}
+
+static unsigned class_ceil(size_t size) {
+  unsigned c = class_floor(size);
+  return class_size(c) < size ? c + 1 : c;
+}
+
+static size_t cache_cap(void) {
+  long cap = hz_option(HZ_OPTION_LARGE_CACHE_MAX);
+  return cap > 0 ? (size_t)cap : 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * The cache (lists under large_lock)
+ * ------------------------------------------------------------------------- */
+static void dirty_remove(hz_segment_t *seg) {
+  if (seg->purge_prev != NULL)
+    seg->purge_prev->purge_next = seg->purge_next;
+  else
+    dirty_first = seg->purge_next;
+  if (seg->purge_next != NULL)
+    seg->purge_next->purge_prev = seg->purge_prev;
+  else
+    dirty_last = seg->purge_prev;
+  seg->purge_next = seg->purge_prev = NULL;
+}
+
+static void dirty_append(hz_segment_t *seg, uint64_t due) {
+  seg->purge_due = due;
+  seg->purge_next = NULL;
+  seg->purge_prev = dirty_last;
+  if (dirty_last != NULL)
+    dirty_last->purge_next = seg;
+  else
+    dirty_first = seg;
+  dirty_last = seg;
+}
+
+static void publish_next_due(void) {
+  uint64_t due = dirty_first != NULL ? dirty_first->purge_due : UINT64_MAX;
+  atomic_store_explicit(&large_next_due, due, memory_order_relaxed);
+}
+
+static void cache_unlink(hz_segment_t *seg) {
+  large_list_t *list = &large_cache[class_floor(seg->map_size)];
+  if (seg->prev != NULL)
+    seg->prev->next = seg->next;
+  else
+    list->newest = seg->next;
+  if (seg->next != NULL)
+    seg->next->prev = seg->prev;
+  else
+    list->oldest = seg->prev;
+  seg->next = seg->prev = NULL;
+  if (seg->dirty_slices != 0) dirty_remove(seg);
+  large_cached_bytes -= seg->map_size;
+  large_cached_count--;
+}
+
+/* Push as the newest of its class; purged mappings go in as the oldest, so
+ * reuse prefers mappings whose memory is still there. A mapping not yet
+ * purged (dirty_slices set) also joins the purge queue, due at `due`. */
+static void cache_link(hz_segment_t *seg, uint64_t due) {
+  large_list_t *list = &large_cache[class_floor(seg->map_size)];
+  if (seg->dirty_slices != 0) dirty_append(seg, due);
+  if (seg->dirty_slices == 0) {
+    seg->next = NULL;
+    seg->prev = list->oldest;
+    if (list->oldest != NULL)
+      list->oldest->next = seg;
+    else
+      list->newest = seg;
+    list->oldest = seg;
+  } else {
+    seg->prev = NULL;
+    seg->next = list->newest;
+    if (list->newest != NULL)
+      list->newest->prev = seg;
+    else
+      list->oldest = seg;
+    list->newest = seg;
+  }
+  large_cached_bytes += seg->map_size;
+  large_cached_count++;
+}
+
+/* Take cached mappings out until the cap holds, the class `c` first;
+ * they are returned linked by next for unmapping outside the lock. */
+static hz_segment_t *cache_evict(unsigned c) {
+  hz_segment_t *victims = NULL;
+  size_t cap = cache_cap();
+  unsigned from = LARGE_CLASS_COUNT;
+  while (large_cached_bytes > cap) {
+    hz_segment_t *seg = large_cache[c].oldest;
+    while (seg == NULL && from > 0)
+      seg = large_cache[--from].oldest;
+    if (seg == NULL) break;
+    cache_unlink(seg);
+    seg->next = victims;
+    victims = seg;
+  }
+  return victims;
+}
+
+static hz_segment_t *cache_take(size_t need) {
+  unsigned first = class_ceil(need);
+  hz_segment_t *seg = NULL;
+  pthread_mutex_lock(&large_lock);
+  for (unsigned c = first; c <= first + LARGE_BORROW && c < LARGE_CLASS_COUNT;
+       c++) {
+    seg = large_cache[c].newest;
+    if (seg != NULL) {
+      cache_unlink(seg);
+      publish_next_due();
+      break;
+    }
+  }
+  pthread_mutex_unlock(&large_lock);
+  return seg;
+}
+
+/* ---------------------------------------------------------------------------
+ * Mapping
+ * ------------------------------------------------------------------------- */
+static void unmap_region(hz_segment_t *seg) {
+  hz_segment_unregister(seg);
+  hz_os_unmap(seg, seg->map_size);
+}
+
+/* A fresh mapping of map_size bytes with its header; (seg + offset) is
+ * aligned to map_align when that is above a segment. */
+static hz_segment_t *map_region(size_t map_size, size_t map_align,
+                                size_t offset) {
+  hz_segment_t *seg = hz_os_map_aligned_at(
+      map_size, map_align, map_align > HZ_SEGMENT_SIZE ? offset : 0);
+  if (seg == NULL) return NULL;
+  if (!hz_option_enabled(HZ_OPTION_THP)) hz_os_no_huge_pages(seg, map_size);
+  seg->kind = HZ_SEGMENT_LARGE;
+  seg->page_shift = 63;
+  seg->page_count = 1;
+  seg->map_size = map_size;
+  seg->zeroed = 1;
+  hz_segment_register(seg);
+  return seg;
+}
+
+/* Where the block of a request with this alignment starts. */
+static size_t block_offset(size_t align) {
+  return align <= HZ_SEGMENT_SIZE ? HZ_ALIGN_UP(HZ_SEGMENT_HEADER_SIZE, align)
+                                  : HZ_SEGMENT_SIZE;
+}
+
+/* Bytes to map for `need`: the class size, so cached mappings fit any
+ * request of their class; exact when too big to be cached anyway. */
+static size_t mapping_size(size_t need) {
+  if (need > cache_cap()) return need;
+  return class_size(class_ceil(need));
+}
+
+void *hz_large_alloc(size_t size, size_t align, bool zero) {
   size_t page = hz_os_page_size();
   if (align < HZ_MIN_ALIGN) align = HZ_MIN_ALIGN;
-  /* Above 4 MiB the block sits one segment after the header, and the
-   * mapping is placed so that the block lands on the alignment. */
-  size_t offset = align <= HZ_SEGMENT_SIZE
-                      ? HZ_ALIGN_UP(HZ_SEGMENT_HEADER_SIZE, align)
-                      : HZ_SEGMENT_SIZE;
+  size_t offset = block_offset(align);
   size_t map_align = align <= HZ_SEGMENT_SIZE ? HZ_SEGMENT_SIZE : align;
   if (size > HZ_REQUEST_MAX || align > ((size_t)1 << 40) ||
       size > HZ_REQUEST_MAX - offset - page - map_align) {
     errno = ENOMEM;
     return NULL;
   }
-  size_t map_size = HZ_ALIGN_UP(offset + size, page);
-  hz_segment_t *seg = hz_os_map_aligned_at(
-      map_size, map_align, align <= HZ_SEGMENT_SIZE ? 0 : HZ_SEGMENT_SIZE);
-  if (seg == NULL) {
-    errno = ENOMEM;
-    return NULL;
+  size_t need = HZ_ALIGN_UP(offset + size, page);
+  hz_segment_t *seg = NULL;
+  if (align <= HZ_SEGMENT_SIZE && need <= cache_cap()) seg = cache_take(need);
+  uint8_t *block;
+  if (seg != NULL) {
+    block = (uint8_t *)seg + offset;
+    if (zero && !seg->zeroed) memset(block, 0, size);
+    hz_stats_count_large_reuse();
+  } else {
+    seg = map_region(mapping_size(need), map_align, offset);
+    if (seg == NULL) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    block = (uint8_t *)seg + offset;
   }
-  seg->kind = HZ_SEGMENT_LARGE;
-  seg->page_shift = 63;
-  seg->page_count = 1;
+  seg->zeroed = 0;
+  seg->dirty_slices = 0;
   seg->used_pages = 1;
-  seg->map_size = map_size;
-  seg->pages[0].start = (uint8_t *)seg + offset;
-  hz_segment_register(seg);
-  hz_stats_count_large_alloc(map_size);
-  return seg->pages[0].start;
+  seg->pages[0].start = block;
+  hz_stats_count_large_alloc(seg->map_size);
+  return block;
 }
 
 int hz_large_owns(const hz_segment_t *seg, const void *p) {
-  return seg->kind == HZ_SEGMENT_LARGE &&
+  return seg->kind == HZ_SEGMENT_LARGE && seg->used_pages == 1 &&
          (const uint8_t *)p == seg->pages[0].start;
 }
 
-void hz_large_free(hz_segment_t *seg, void *p) {
-  (void)p;
-  size_t map_size = seg->map_size;
-  hz_segment_unregister(seg);
-  hz_stats_count_large_free(map_size);
-  hz_os_unmap(seg, map_size);
+static uint64_t due_from(uint64_t now) {
+  long delay = hz_option(HZ_OPTION_PURGE_DELAY_MS);
+  return delay < 0 ? UINT64_MAX : now + (uint64_t)delay;
+}
+
+static bool discard_region(hz_segment_t *seg) {
+  return hz_os_discard((uint8_t *)seg + HZ_SEGMENT_HEADER_SIZE,
+                       seg->map_size - HZ_SEGMENT_HEADER_SIZE,
+                       hz_option_enabled(HZ_OPTION_PURGE_MADV_FREE));
+}
+
+void hz_large_free(hz_segment_t *seg) {
+  hz_stats_count_large_free(seg->map_size);
+  seg->used_pages = 0;
+  if (seg->map_size > cache_cap()) {
+    unmap_region(seg);
+    return;
+  }
+  /* A zero delay purges at once, before other threads can see it. */
+  seg->dirty_slices = 1;
+  if (hz_option(HZ_OPTION_PURGE_DELAY_MS) == 0) {
+    seg->zeroed = discard_region(seg);
+    seg->dirty_slices = 0;
+  }
+  uint64_t due = due_from(hz_os_now_ms());
+  pthread_mutex_lock(&large_lock);
+  cache_link(seg, due);
+  hz_segment_t *victims = cache_evict(class_floor(seg->map_size));
+  publish_next_due();
+  pthread_mutex_unlock(&large_lock);
+  while (victims != NULL) {
+    hz_segment_t *next = victims->next;
+    unmap_region(victims);
+    victims = next;
+  }
 }
 
 size_t hz_large_usable_size(const hz_segment_t *seg, const void *p) {
   return (size_t)((const uint8_t *)seg + seg->map_size - (const uint8_t *)p);
 }
+
+/* ---------------------------------------------------------------------------
+ * realloc
+ * ------------------------------------------------------------------------- */
+/* Grow by moving the pages to a fresh 4 MiB-aligned place (no copy). */
+static void *remap_elsewhere(hz_segment_t *seg, void *p, size_t map_size) {
+  uint8_t *to = hz_os_map_aligned(map_size, HZ_SEGMENT_SIZE);
+  if (to == NULL) return NULL;
+  size_t old_size = seg->map_size;
+  if (!hz_os_remap_to(seg, old_size, map_size, to)) {
+    hz_os_unmap(to, map_size);
+    return NULL;
+  }
+  hz_segment_unregister(seg);
+  hz_segment_t *moved = (hz_segment_t *)to;
+  hz_segment_register(moved);
+  moved->map_size = map_size;
+  moved->pages[0].start = to + ((uint8_t *)p - (uint8_t *)seg);
+  return moved->pages[0].start;
+}
+
+void *hz_large_realloc(hz_segment_t *seg, void *p, size_t size) {
+  size_t offset = (size_t)((uint8_t *)p - (uint8_t *)seg);
+  size_t page = hz_os_page_size();
+  if (size > HZ_REQUEST_MAX - offset - page) return NULL;
+  size_t need = HZ_ALIGN_UP(offset + size, page);
+  size_t old_size = seg->map_size;
+  if (need <= old_size) {
+    /* Shrink in place when more than half would be left unused. */
+    if (need < old_size / 2 && hz_os_remap_in_place(seg, old_size, need)) {
+      seg->map_size = need;
+    }
+    return p;
+  }
+  size_t map_size = mapping_size(need);
+  if (hz_os_remap_in_place(seg, old_size, map_size)) {
+    seg->map_size = map_size;
+    return p;
+  }
+  if (offset >= HZ_SEGMENT_SIZE) return NULL; /* over-aligned: copy */
+  return remap_elsewhere(seg, p, map_size);
+}
+
+/* ---------------------------------------------------------------------------
+ * Purge
+ * ------------------------------------------------------------------------- */
+/* Each due mapping leaves the cache while its memory is discarded, so no
+ * madvise runs under the lock, then comes back as purged. */
+uint64_t hz_large_purge(uint64_t now, bool force) {
+  for (;;) {
+    pthread_mutex_lock(&large_lock);
+    hz_segment_t *seg = dirty_first;
+    if (seg == NULL || (!force && seg->purge_due > now)) {
+      pthread_mutex_unlock(&large_lock);
+      return atomic_load_explicit(&large_next_due, memory_order_relaxed);
+    }
+    cache_unlink(seg);
+    publish_next_due();
+    pthread_mutex_unlock(&large_lock);
+    seg->zeroed = discard_region(seg); /* not with MADV_FREE */
+    seg->dirty_slices = 0;
+    pthread_mutex_lock(&large_lock);
+    cache_link(seg, 0);
+    pthread_mutex_unlock(&large_lock);
+  }
+}
+
+uint64_t hz_large_purge_next(void) {
+  return atomic_load_explicit(&large_next_due, memory_order_relaxed);
+}
+
+void hz_large_cached(size_t *regions, size_t *bytes) {
+  pthread_mutex_lock(&large_lock);
+  *regions = large_cached_count;
+  *bytes = large_cached_bytes;
+  pthread_mutex_unlock(&large_lock);
+}
+
+void hz_large_fork_prepare(void) { pthread_mutex_lock(&large_lock); }
+void hz_large_fork_parent(void) { pthread_mutex_unlock(&large_lock); }
+void hz_large_fork_child(void) { pthread_mutex_init(&large_lock, NULL); }

@@ -1,18 +1,38 @@
 /* large: blocks above HZ_SMALL_MAX, each in its own mapping that starts
- * with a segment header (so pointer lookup works as for small blocks). */
+ * with a segment header (so pointer lookup works as for small blocks), and
+ * a cache of freed mappings by size class that gives their memory back
+ * after the purge delay. */
 #ifndef HZ_LARGE_H
 #define HZ_LARGE_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "segment.h"
 
 /* A block of at least `size` bytes aligned to `align` (a power of two,
- * possibly 0 for the default); NULL with errno = ENOMEM on failure. */
-void *hz_large_alloc(size_t size, size_t align);
-void hz_large_free(hz_segment_t *seg, void *p);
+ * possibly 0 for the default), zeroed when `zero`; NULL with
+ * errno = ENOMEM on failure. */
+void *hz_large_alloc(size_t size, size_t align, bool zero);
+void hz_large_free(hz_segment_t *seg);
 size_t hz_large_usable_size(const hz_segment_t *seg, const void *p);
-/* True if p is the block of this large segment. */
+/* True if p is the live block of this large segment. */
 int hz_large_owns(const hz_segment_t *seg, const void *p);
+/* Resize the block p of seg to `size` (above HZ_SMALL_MAX) without
+ * copying: in place, or by moving its pages with mremap. NULL when it
+ * cannot (p is unchanged then). */
+void *hz_large_realloc(hz_segment_t *seg, void *p, size_t size);
+
+/* Purge cached mappings freed at least the purge delay ago (all when
+ * `force`); returns when the next one falls due (UINT64_MAX: none). */
+uint64_t hz_large_purge(uint64_t now, bool force);
+uint64_t hz_large_purge_next(void);
+/* Mappings in the cache and their bytes. */
+void hz_large_cached(size_t *regions, size_t *bytes);
+
+void hz_large_fork_prepare(void);
+void hz_large_fork_parent(void);
+void hz_large_fork_child(void);
 
 #endif

@@ -21,7 +21,32 @@ static option_entry_t option_table[HZ_OPTION_COUNT] = {
                               "print a statistics report to stderr at exit"},
     [HZ_OPTION_VERBOSE] = {"VERBOSE", 0,
                            "print the effective options at start-up"},
+    [HZ_OPTION_PURGE_DELAY_MS] =
+        {"PURGE_DELAY_MS", 1000,
+         "ms free memory waits before it is given back (0 at once, -1 "
+         "never)"},
+    [HZ_OPTION_PURGE_MADV_FREE] = {"PURGE_MADV_FREE", 0,
+                                   "give memory back with MADV_FREE (lazy) "
+                                   "instead of MADV_DONTNEED"},
+    [HZ_OPTION_PURGE_THREAD] = {"PURGE_THREAD", 1,
+                                "in threaded programs, a background thread "
+                                "purges memory that idle threads left"},
+    [HZ_OPTION_THP] = {"THP", 1,
+                       "allow transparent huge pages (0: ask the kernel for "
+                       "none, purge at page granularity)"},
+    [HZ_OPTION_LARGE_CACHE_MAX] = {"LARGE_CACHE_MAX", 0,
+                                   "bytes of freed large blocks kept for "
+                                   "reuse (default: RAM/32, 64M..1G)"},
 };
+
+/* Defaults that depend on the machine. */
+static void options_machine_defaults(void) {
+  size_t ram = hz_os_physical_memory();
+  size_t cache = ram / 32;
+  if (cache < ((size_t)64 << 20)) cache = (size_t)64 << 20;
+  if (cache > ((size_t)1 << 30)) cache = (size_t)1 << 30;
+  option_table[HZ_OPTION_LARGE_CACHE_MAX].value = (long)cache;
+}
 
 static bool parse_bool(const char *text, long *out) {
   static const char *const truthy[] = {"on", "yes", "true"};
@@ -68,6 +93,7 @@ bool hz_options_parse(const char *text, long *out) {
 }
 
 void hz_options_init(void) {
+  options_machine_defaults();
   char name[64] = "HZ_";
   for (int i = 0; i < HZ_OPTION_COUNT; i++) {
     option_entry_t *entry = &option_table[i];

@@ -6,8 +6,13 @@
 #include <stdbool.h>
 
 typedef enum {
-  HZ_OPTION_SHOW_STATS, /* print the statistics report at exit */
-  HZ_OPTION_VERBOSE,    /* print the effective options at start-up */
+  HZ_OPTION_SHOW_STATS,      /* print the statistics report at exit */
+  HZ_OPTION_VERBOSE,         /* print the effective options at start-up */
+  HZ_OPTION_PURGE_DELAY_MS,  /* ms before free memory goes back (-1 never) */
+  HZ_OPTION_PURGE_MADV_FREE, /* purge with MADV_FREE instead of DONTNEED */
+  HZ_OPTION_PURGE_THREAD,    /* a background thread purges idle memory */
+  HZ_OPTION_THP,             /* let the kernel back memory with huge pages */
+  HZ_OPTION_LARGE_CACHE_MAX, /* bytes of freed large blocks kept mapped */
   HZ_OPTION_COUNT
 } hz_option_t;
 

@@ -6,11 +6,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,11 +60,98 @@ void *hz_os_map_aligned(size_t size, size_t align) {
   return hz_os_map_aligned_at(size, align, 0);
 }
 
-void hz_os_discard(void *addr, size_t size) {
+bool hz_os_discard(void *addr, size_t size, bool lazy) {
   int saved = errno;
-  madvise(addr, size, MADV_DONTNEED);
+  bool zeroed = true;
+  if (lazy && madvise(addr, size, MADV_FREE) == 0)
+    zeroed = false;
+  else if (madvise(addr, size, MADV_DONTNEED) != 0)
+    zeroed = false;
   errno = saved;
   hz_stats_count_madvise(size);
+  return zeroed;
+}
+
+void hz_os_no_huge_pages(void *addr, size_t size) {
+  int saved = errno;
+  madvise(addr, size, MADV_NOHUGEPAGE);
+  errno = saved;
+}
+
+bool hz_os_thp_always(void) {
+  int saved = errno;
+  bool always = false;
+  int fd =
+      open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    char buf[128];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n > 0) {
+      buf[n] = 0;
+      always = strstr(buf, "[always]") != NULL;
+    }
+  }
+  errno = saved;
+  return always;
+}
+
+bool hz_os_remap_in_place(void *addr, size_t old_size, size_t new_size) {
+  int saved = errno;
+  void *p = mremap(addr, old_size, new_size, 0);
+  errno = saved;
+  if (p == MAP_FAILED) return false;
+  if (new_size >= old_size)
+    hz_stats_count_mremap(0, new_size - old_size);
+  else
+    hz_stats_count_mremap(old_size - new_size, 0);
+  return true;
+}
+
+bool hz_os_remap_to(void *addr, size_t old_size, size_t new_size, void *to) {
+  int saved = errno;
+  void *p = mremap(addr, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+  errno = saved;
+  if (p == MAP_FAILED) return false;
+  /* The reservation at `to` was counted when mapped; the old range goes. */
+  hz_stats_count_mremap(old_size, 0);
+  return true;
+}
+
+size_t hz_os_physical_memory(void) {
+  long pages = sysconf(_SC_PHYS_PAGES);
+  return pages > 0 ? (size_t)pages * hz_os_page_size() : 0;
+}
+
+/* membarrier(2) commands, spelled out: the header is not everywhere. */
+#define OS_MEMBARRIER_PRIVATE_EXPEDITED          (1 << 3)
+#define OS_MEMBARRIER_REGISTER_PRIVATE_EXPEDITED (1 << 4)
+
+bool hz_os_barrier_all_threads(void) {
+  static _Atomic int registered; /* 0 not yet, 1 yes, -1 unavailable */
+  int saved = errno;
+  int state = atomic_load_explicit(&registered, memory_order_acquire);
+  if (state == 0) {
+    state = syscall(SYS_membarrier, OS_MEMBARRIER_REGISTER_PRIVATE_EXPEDITED, 0,
+                    0) == 0
+                ? 1
+                : -1;
+    atomic_store_explicit(&registered, state, memory_order_release);
+  }
+  bool ok = state == 1 &&
+            syscall(SYS_membarrier, OS_MEMBARRIER_PRIVATE_EXPEDITED, 0, 0) == 0;
+  errno = saved;
+  return ok;
+}
+
+void hz_os_yield(void) { sched_yield(); }
+
+void hz_os_sleep_ms(uint64_t ms) {
+  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+  int saved = errno;
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+  errno = saved;
 }
 
 const char *hz_os_getenv(const char *name) { return getenv(name); }

@@ -17,8 +17,30 @@ void *hz_os_map_aligned(size_t size, size_t align);
 /* Like hz_os_map, but (result + offset) is aligned to `align`. */
 void *hz_os_map_aligned_at(size_t size, size_t align, size_t offset);
 void hz_os_unmap(void *addr, size_t size);
-/* Tell the kernel the range's contents are no longer needed. */
-void hz_os_discard(void *addr, size_t size);
+/* Give the range's physical memory back, keeping the mapping. With
+ * `lazy` (MADV_FREE) the kernel takes it only under memory pressure.
+ * Returns true when the range now reads as zeros. */
+bool hz_os_discard(void *addr, size_t size, bool lazy);
+/* Ask the kernel not to back the range with transparent huge pages. */
+void hz_os_no_huge_pages(void *addr, size_t size);
+/* True if the kernel backs every anonymous mapping with huge pages where
+ * it can (transparent_hugepage/enabled is "always"). */
+bool hz_os_thp_always(void);
+/* Resize the mapping at addr in place; false if the address space after
+ * it is taken (nothing changes then). */
+bool hz_os_remap_in_place(void *addr, size_t old_size, size_t new_size);
+/* Move the mapping at addr (old_size bytes) to `to`, replacing whatever
+ * is mapped there, and resize it to new_size without copying. */
+bool hz_os_remap_to(void *addr, size_t old_size, size_t new_size, void *to);
+/* Installed physical memory in bytes (0 if unknown). */
+size_t hz_os_physical_memory(void);
+
+/* A memory barrier on every running thread of the process (membarrier),
+ * so one side of a handshake can use a plain compiler barrier. False if
+ * the kernel does not offer it. */
+bool hz_os_barrier_all_threads(void);
+void hz_os_sleep_ms(uint64_t ms);
+void hz_os_yield(void);
 
 const char *hz_os_getenv(const char *name);
 

@@ -80,25 +80,44 @@ HZ_EXPORT int __posix_memalign(void **out, size_t alignment, size_t size) {
 /* ---------------------------------------------------------------------------
  * glibc extras
  * ------------------------------------------------------------------------- */
+/* Purges every heap's free memory at once; 1 if memory was given back. */
 HZ_EXPORT int malloc_trim(size_t pad) {
   (void)pad;
+  hz_os_stats_t before, after;
+  hz_stats_os(&before);
   hz_collect(true);
-  return 1;
+  hz_stats_os(&after);
+  return after.purged_bytes != before.purged_bytes ||
+         after.mapped_bytes < before.mapped_bytes;
 }
 
+/* glibc's fields, filled with what hakozuna has:
+ *   arena     bytes mapped for small blocks (segments, cached ones too)
+ *   ordblks   free chunks kept mapped: cached segments + large mappings
+ *   hblks     live large mappings;  hblkhd  bytes mapped for large blocks
+ *   uordblks  bytes handed out (small blocks at block size, large mappings)
+ *   fordblks  mapped bytes not handed out;  fsmblks  large cache bytes
+ *   keepcost  free bytes not yet purged (what malloc_trim would give back) */
 HZ_EXPORT struct mallinfo2 mallinfo2(void) {
   hz_heap_summary_t heaps;
   hz_thread_summarize(&heaps);
+  hz_memory_summary_t memory;
+  hz_api_memory_summary(&memory);
   size_t mapped = hz_stats_mapped_bytes();
-  size_t large = hz_stats_large_live_bytes();
+  size_t large_live = hz_stats_large_live_bytes();
+  size_t large = large_live + memory.large_cached_bytes;
   size_t arena = mapped > large ? mapped - large : 0;
+  size_t in_use = heaps.bytes_live + large_live;
   struct mallinfo2 info;
   memset(&info, 0, sizeof info);
   info.arena = arena;
+  info.ordblks = memory.segments_cached + memory.large_cached;
+  info.hblks = hz_stats_large_live_count();
   info.hblkhd = large;
-  info.uordblks = heaps.bytes_live;
-  info.fordblks = arena > heaps.bytes_live ? arena - heaps.bytes_live : 0;
-  info.usmblks = 0;
+  info.uordblks = in_use;
+  info.fordblks = mapped > in_use ? mapped - in_use : 0;
+  info.fsmblks = memory.large_cached_bytes;
+  info.keepcost = memory.dirty_bytes + memory.large_cached_bytes;
   return info;
 }
 
@@ -109,9 +128,13 @@ HZ_EXPORT struct mallinfo mallinfo(void) {
   struct mallinfo info;
   memset(&info, 0, sizeof info);
   info.arena = clamp_int(wide.arena);
+  info.ordblks = clamp_int(wide.ordblks);
+  info.hblks = clamp_int(wide.hblks);
   info.hblkhd = clamp_int(wide.hblkhd);
   info.uordblks = clamp_int(wide.uordblks);
   info.fordblks = clamp_int(wide.fordblks);
+  info.fsmblks = clamp_int(wide.fsmblks);
+  info.keepcost = clamp_int(wide.keepcost);
   return info;
 }
 

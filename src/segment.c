@@ -1,23 +1,29 @@
-/* segment: mapping, registering and recycling 4 MiB segments, and handing
- * out their pages. One mutex guards the per-kind lists; it is taken only
- * when a heap needs a fresh page or gives an empty one back, never on a
- * malloc/free fast path.
+/* segment: mapping, registering and recycling 4 MiB segments, handing
+ * out their pages, and giving the memory of free pages back to the kernel
+ * after the purge delay. One mutex guards the per-kind lists, the cache
+ * and the purge list; it is taken only when a heap needs a fresh page or
+ * gives an empty one back (and by the purge), never on a malloc/free fast
+ * path.
  *
  * Invariants: a segment is in lists[kind] iff it has a free page; a
  * segment with no used page is cached (up to SEGMENT_CACHE_MAX) or
  * unmapped; the map entry of a segment is set for exactly as long as it is
- * mapped. */
+ * mapped; dirty_slices never includes a slice of an allocated page, and a
+ * segment is on the purge list iff it has a dirty slice. */
 #include "segment.h"
 
 #include <pthread.h>
 #include <string.h>
 
+#include "options.h"
 #include "os.h"
 
-/* Empty segments stay mapped (their pages resident) for reuse until they
- * have been idle for SEGMENT_IDLE_MS; at most SEGMENT_CACHE_MAX of them. */
+/* Empty segments stay mapped for reuse (their memory purged after the
+ * delay like any free page); at most SEGMENT_CACHE_MAX of them. */
 #define SEGMENT_CACHE_MAX 64
-#define SEGMENT_IDLE_MS   1000
+/* With transparent huge pages, a purge that is not forced gives back only
+ * whole huge pages (half a segment), so it never splits one. */
+#define SEGMENT_HUGE_SLICES 32
 
 _Atomic uint8_t hz_segment_map[HZ_SEGMENT_MAP_ENTRIES];
 
@@ -30,6 +36,11 @@ static hz_segment_t *segment_cache; /* empty segments, newest first */
 static hz_segment_t *segment_all;   /* mapped page segments, by all_next */
 static size_t segment_cache_count;
 static _Atomic size_t segment_live;
+/* Dirty segments, oldest first (purge_due grows along the list). */
+static hz_segment_t *purge_first, *purge_last;
+static _Atomic uint64_t purge_next_due = UINT64_MAX;
+static _Atomic size_t dirty_bytes;
+static int segment_huge = -1; /* THP backs our segments (-1: not known) */
 
 void hz_segment_register(hz_segment_t *seg) {
   size_t index = (uintptr_t)seg >> HZ_SEGMENT_SHIFT;
@@ -67,10 +78,14 @@ static unsigned segment_page_shift(hz_segment_kind_t kind) {
 
 /* Lay out the header for `kind` and push every page on the free stack. */
 static void segment_format(hz_segment_t *seg, hz_segment_kind_t kind) {
-  hz_segment_t *all_next = seg->all_next, *all_prev = seg->all_prev;
+  hz_segment_t saved = *seg;
   memset(seg, 0, sizeof *seg);
-  seg->all_next = all_next;
-  seg->all_prev = all_prev;
+  seg->all_next = saved.all_next;
+  seg->all_prev = saved.all_prev;
+  seg->dirty_slices = saved.dirty_slices;
+  seg->purge_due = saved.purge_due;
+  seg->purge_next = saved.purge_next;
+  seg->purge_prev = saved.purge_prev;
   unsigned shift = segment_page_shift(kind);
   seg->kind = (uint8_t)kind;
   seg->page_shift = (uint8_t)shift;
@@ -103,6 +118,12 @@ static void list_remove(hz_segment_t **list, hz_segment_t *seg) {
   seg->next = seg->prev = NULL;
 }
 
+static bool segment_thp(void) {
+  if (segment_huge < 0)
+    segment_huge = hz_option_enabled(HZ_OPTION_THP) && hz_os_thp_always();
+  return segment_huge;
+}
+
 static hz_segment_t *segment_new(hz_segment_kind_t kind) {
   hz_segment_t *seg = segment_cache;
   if (seg != NULL) {
@@ -111,6 +132,8 @@ static hz_segment_t *segment_new(hz_segment_kind_t kind) {
   } else {
     seg = hz_os_map_aligned(HZ_SEGMENT_SIZE, HZ_SEGMENT_SIZE);
     if (seg == NULL) return NULL;
+    if (!hz_option_enabled(HZ_OPTION_THP))
+      hz_os_no_huge_pages(seg, HZ_SEGMENT_SIZE);
     hz_segment_register(seg);
     seg->all_next = segment_all;
     if (segment_all != NULL) segment_all->all_prev = seg;
@@ -120,7 +143,126 @@ static hz_segment_t *segment_new(hz_segment_kind_t kind) {
   return seg;
 }
 
+/* ---------------------------------------------------------------------------
+ * Dirty slices and the purge list
+ * ------------------------------------------------------------------------- */
+static uint64_t page_slices(const hz_segment_t *seg, const hz_page_t *page) {
+  unsigned per_page = 1u << (seg->page_shift - HZ_SLICE_SHIFT);
+  unsigned first = (unsigned)(page - seg->pages) * per_page;
+  uint64_t bits = per_page == 64 ? ~(uint64_t)0 : ((uint64_t)1 << per_page) - 1;
+  return bits << first;
+}
+
+static void purge_list_remove(hz_segment_t *seg) {
+  if (seg->purge_prev != NULL)
+    seg->purge_prev->purge_next = seg->purge_next;
+  else
+    purge_first = seg->purge_next;
+  if (seg->purge_next != NULL)
+    seg->purge_next->purge_prev = seg->purge_prev;
+  else
+    purge_last = seg->purge_prev;
+  seg->purge_next = seg->purge_prev = NULL;
+}
+
+static void purge_list_append(hz_segment_t *seg, uint64_t due) {
+  seg->purge_due = due;
+  seg->purge_next = NULL;
+  seg->purge_prev = purge_last;
+  if (purge_last != NULL)
+    purge_last->purge_next = seg;
+  else
+    purge_first = seg;
+  purge_last = seg;
+}
+
+static void purge_publish_next(void) {
+  uint64_t due = purge_first != NULL ? purge_first->purge_due : UINT64_MAX;
+  atomic_store_explicit(&purge_next_due, due, memory_order_relaxed);
+}
+
+static void set_dirty(hz_segment_t *seg, uint64_t bits) {
+  uint64_t added = bits & ~seg->dirty_slices;
+  atomic_fetch_add_explicit(
+      &dirty_bytes, (size_t)__builtin_popcountll(added) << HZ_SLICE_SHIFT,
+      memory_order_relaxed);
+  seg->dirty_slices |= bits;
+}
+
+static void clear_dirty(hz_segment_t *seg, uint64_t bits) {
+  uint64_t removed = bits & seg->dirty_slices;
+  if (removed == 0) return;
+  atomic_fetch_sub_explicit(
+      &dirty_bytes, (size_t)__builtin_popcountll(removed) << HZ_SLICE_SHIFT,
+      memory_order_relaxed);
+  seg->dirty_slices &= ~bits;
+  if (seg->dirty_slices == 0) {
+    purge_list_remove(seg);
+    purge_publish_next();
+  }
+}
+
+static uint64_t purge_due_from(uint64_t now) {
+  long delay = hz_option(HZ_OPTION_PURGE_DELAY_MS);
+  return delay < 0 ? UINT64_MAX : now + (uint64_t)delay;
+}
+
+/* Give back the slices in `bits` (a run); slice 0 keeps the header. */
+static void discard_slices(hz_segment_t *seg, uint64_t bits) {
+  unsigned first = (unsigned)__builtin_ctzll(bits);
+  unsigned count = (unsigned)__builtin_popcountll(bits);
+  size_t from = (size_t)first << HZ_SLICE_SHIFT;
+  size_t to = (size_t)(first + count) << HZ_SLICE_SHIFT;
+  if (from < HZ_SEGMENT_HEADER_SIZE) from = HZ_SEGMENT_HEADER_SIZE;
+  hz_os_discard((uint8_t *)seg + from, to - from,
+                hz_option_enabled(HZ_OPTION_PURGE_MADV_FREE));
+}
+
+/* Discard every run of dirty slices within `allowed`; returns those done. */
+static uint64_t discard_runs(hz_segment_t *seg, uint64_t allowed) {
+  uint64_t todo = seg->dirty_slices & allowed, done = todo;
+  while (todo != 0) {
+    uint64_t low = todo & -todo;         /* lowest dirty slice */
+    uint64_t run = todo & ~(todo + low); /* the run of ones from there */
+    discard_slices(seg, run);
+    todo &= ~run;
+  }
+  return done;
+}
+
+/* Purge what may go now: with huge pages only halves that are wholly
+ * free, unless forced. */
+static void segment_purge_one(hz_segment_t *seg, bool force) {
+  uint64_t allowed = ~seg->used_slices;
+  if (!force && segment_thp()) {
+    uint64_t half = ((uint64_t)1 << SEGMENT_HUGE_SLICES) - 1;
+    allowed = 0;
+    if ((seg->used_slices & half) == 0) allowed |= half;
+    if ((seg->used_slices & (half << SEGMENT_HUGE_SLICES)) == 0)
+      allowed |= half << SEGMENT_HUGE_SLICES;
+  }
+  clear_dirty(seg, discard_runs(seg, allowed));
+}
+
+/* A page went back to its segment: its slices are dirty from now on. */
+static void segment_note_free(hz_segment_t *seg, uint64_t bits) {
+  seg->used_slices &= ~bits;
+  bool was_clean = seg->dirty_slices == 0;
+  set_dirty(seg, bits);
+  if (was_clean) {
+    purge_list_append(seg, purge_due_from(hz_os_now_ms()));
+    purge_publish_next();
+  }
+  if (hz_option(HZ_OPTION_PURGE_DELAY_MS) == 0) segment_purge_one(seg, false);
+}
+
+static void segment_note_alloc(hz_segment_t *seg, uint64_t bits) {
+  seg->used_slices |= bits;
+  clear_dirty(seg, bits);
+}
+
 static void segment_unmap(hz_segment_t *seg) {
+  if (seg->dirty_slices != 0) clear_dirty(seg, seg->dirty_slices);
   if (seg->all_prev != NULL)
     seg->all_prev->all_next = seg->all_next;
   else
@@ -130,14 +272,14 @@ static void segment_unmap(hz_segment_t *seg) {
   hz_os_unmap(seg, HZ_SEGMENT_SIZE);
 }
 
-/* Unmap cached segments idle for too long (the cache is newest first, so
- * they are at its end), or beyond the count limit. */
-static void segment_cache_trim(uint64_t now) {
+/* Unmap the cached segments beyond the first `keep` (the cache is newest
+ * first, so the oldest go). */
+static void segment_cache_trim(size_t keep) {
   hz_segment_t **link = &segment_cache;
   size_t kept = 0;
   while (*link != NULL) {
     hz_segment_t *seg = *link;
-    if (kept < SEGMENT_CACHE_MAX && now - seg->idle_since < SEGMENT_IDLE_MS) {
+    if (kept < keep) {
       kept++;
       link = &seg->next;
       continue;
@@ -149,11 +291,9 @@ static void segment_cache_trim(uint64_t now) {
 }
 
 static void segment_release(hz_segment_t *seg) {
-  uint64_t now = hz_os_now_ms();
-  seg->idle_since = now;
   seg->next = segment_cache;
   segment_cache = seg;
-  segment_cache_trim(now);
+  segment_cache_trim(SEGMENT_CACHE_MAX);
 }
 
 void hz_segment_summarize(size_t *pages, size_t *blocks, size_t *bytes) {
@@ -185,6 +325,7 @@ hz_page_t *hz_segment_page_alloc(hz_segment_kind_t kind) {
     seg->free_pages = page->next;
     page->next = page->prev = NULL;
     seg->used_pages++;
+    segment_note_alloc(seg, page_slices(seg, page));
     if (seg->free_pages == NULL) list_remove(&segment_lists[kind], seg);
   }
   pthread_mutex_unlock(&segment_lock);
@@ -202,11 +343,46 @@ void hz_segment_page_free(hz_page_t *page) {
   if (seg->free_pages == NULL) list_push(&segment_lists[seg->kind], seg);
   seg->free_pages = page;
   seg->used_pages--;
+  segment_note_free(seg, page_slices(seg, page));
   if (seg->used_pages == 0) {
     list_remove(&segment_lists[seg->kind], seg);
     segment_release(seg);
   }
   pthread_mutex_unlock(&segment_lock);
+}
+
+/* One segment per lock hold, so page allocation waits at most for one
+ * segment's madvise. The list is in due order: stop at the first not due. */
+uint64_t hz_segment_purge(uint64_t now, bool force) {
+  hz_segment_t *stop = NULL;
+  for (;;) {
+    pthread_mutex_lock(&segment_lock);
+    hz_segment_t *seg = purge_first;
+    if (seg == NULL || seg == stop || (!force && seg->purge_due > now)) {
+      if (force) segment_cache_trim(0);
+      pthread_mutex_unlock(&segment_lock);
+      return atomic_load_explicit(&purge_next_due, memory_order_relaxed);
+    }
+    segment_purge_one(seg, force);
+    if (seg->dirty_slices != 0) { /* held back by huge pages: later */
+      purge_list_remove(seg);
+      purge_list_append(seg, purge_due_from(now));
+      if (stop == NULL) stop = seg;
+    }
+    purge_publish_next();
+    pthread_mutex_unlock(&segment_lock);
+  }
+}
+
+uint64_t hz_segment_purge_next(void) {
+  return atomic_load_explicit(&purge_next_due, memory_order_relaxed);
+}
+
+void hz_segment_cached(size_t *segments, size_t *dirty) {
+  pthread_mutex_lock(&segment_lock);
+  *segments = segment_cache_count;
+  pthread_mutex_unlock(&segment_lock);
+  *dirty = atomic_load_explicit(&dirty_bytes, memory_order_relaxed);
 }
 
 void hz_segment_fork_prepare(void) { pthread_mutex_lock(&segment_lock); }

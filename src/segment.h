@@ -32,14 +32,25 @@ typedef struct hz_segment_s {
   uint8_t page_shift;
   uint16_t page_count;
   uint16_t used_pages;
-  size_t map_size;     /* bytes mapped from the segment start (large blocks) */
-  uint64_t idle_since; /* ms clock when it was emptied (in the cache) */
+  uint8_t zeroed;  /* large: the block area reads as zeros */
+  size_t map_size; /* bytes mapped from the segment start (large blocks) */
+  /* 64 KiB slices: held by an allocated page, or free but maybe resident
+   * (dirty). A dirty segment is on the purge list until purge_due. */
+  uint64_t used_slices;
+  uint64_t dirty_slices;
+  uint64_t purge_due;
+  struct hz_segment_s *purge_next;
+  struct hz_segment_s *purge_prev;
   struct hz_segment_s *next; /* segments of this kind with a free page */
   struct hz_segment_s *prev;
   struct hz_segment_s *all_next; /* every mapped page segment */
   struct hz_segment_s *all_prev;
   hz_page_t *free_pages;
 } hz_segment_t;
+
+#define HZ_SLICE_SHIFT 16
+#define HZ_SLICE_SIZE  ((size_t)1 << HZ_SLICE_SHIFT)
+_Static_assert(HZ_SEGMENT_SIZE / HZ_SLICE_SIZE == 64, "one bit per slice");
 
 #define HZ_SEGMENT_HEADER_SIZE ((size_t)8 << 10)
 #define HZ_SEGMENT_MAP_ENTRIES ((size_t)1 << (47 - HZ_SEGMENT_SHIFT))
@@ -84,8 +95,19 @@ void hz_segment_fork_prepare(void);
 void hz_segment_fork_parent(void);
 void hz_segment_fork_child(void);
 
+/* Delayed purge: give back the free slices of segments that have been
+ * dirty for the purge delay (every dirty slice when `force`), and with
+ * `force` unmap the cached empty segments. Returns the ms clock of the
+ * next slice that will fall due (UINT64_MAX if none). */
+uint64_t hz_segment_purge(uint64_t now, bool force);
+/* When the earliest dirty segment falls due (UINT64_MAX: none); any thread. */
+uint64_t hz_segment_purge_next(void);
+
 /* Counters for the stats report. */
 size_t hz_segment_count(void);
+/* Empty segments kept mapped for reuse, and bytes of free slices not yet
+ * purged. */
+void hz_segment_cached(size_t *segments, size_t *dirty_bytes);
 /* Pages in use and the blocks they hand out, over every segment. Safe to
  * call from any thread (segments stay mapped while it runs); the numbers
  * are a snapshot that owners may be changing at the same time. */

@@ -6,9 +6,9 @@
 
 #include "os.h"
 
-static _Atomic uint64_t mmap_calls, munmap_calls, madvise_calls;
+static _Atomic uint64_t mmap_calls, munmap_calls, mremap_calls, madvise_calls;
 static _Atomic size_t mapped_bytes, discarded_bytes;
-static _Atomic uint64_t large_allocs, large_frees;
+static _Atomic uint64_t large_allocs, large_frees, large_reuses;
 static _Atomic size_t large_live_bytes;
 
 #define ADD(counter, n)                                                        \
@@ -25,6 +25,11 @@ void hz_stats_count_munmap(size_t bytes) {
   ADD(munmap_calls, 1);
   SUB(mapped_bytes, bytes);
 }
+void hz_stats_count_mremap(size_t unmapped, size_t mapped) {
+  ADD(mremap_calls, 1);
+  ADD(mapped_bytes, mapped);
+  SUB(mapped_bytes, unmapped);
+}
 void hz_stats_count_madvise(size_t bytes) {
   ADD(madvise_calls, 1);
   ADD(discarded_bytes, bytes);
@@ -33,13 +38,25 @@ void hz_stats_count_large_alloc(size_t bytes) {
   ADD(large_allocs, 1);
   ADD(large_live_bytes, bytes);
 }
+void hz_stats_count_large_reuse(void) { ADD(large_reuses, 1); }
 void hz_stats_count_large_free(size_t bytes) {
   ADD(large_frees, 1);
   SUB(large_live_bytes, bytes);
 }
 
 size_t hz_stats_mapped_bytes(void) { return GET(mapped_bytes); }
+void hz_stats_os(hz_os_stats_t *out) {
+  out->mmap_calls = GET(mmap_calls);
+  out->munmap_calls = GET(munmap_calls);
+  out->mremap_calls = GET(mremap_calls);
+  out->madvise_calls = GET(madvise_calls);
+  out->mapped_bytes = GET(mapped_bytes);
+  out->purged_bytes = GET(discarded_bytes);
+}
 size_t hz_stats_large_live_bytes(void) { return GET(large_live_bytes); }
+size_t hz_stats_large_live_count(void) {
+  return (size_t)(GET(large_allocs) - GET(large_frees));
+}
 
 void hz_stats_heap_add(hz_heap_stats_t *into, const hz_heap_stats_t *from) {
   into->pages_acquired += from->pages_acquired;
@@ -55,7 +72,7 @@ static double ratio(uint64_t a, uint64_t b) {
   return b == 0 ? 0.0 : (double)a / (double)b;
 }
 
-void hz_stats_report(const hz_heap_summary_t *h, size_t segments) {
+void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
   const hz_heap_stats_t *c = &h->counters;
   hz_os_print("hakozuna: stats report\n");
   hz_os_print("  heaps          %zu (%zu pooled)\n", h->heaps_total,
@@ -75,14 +92,22 @@ void hz_stats_report(const hz_heap_summary_t *h, size_t segments) {
               (unsigned long long)c->inbox_drains,
               (unsigned long long)c->drained_blocks,
               ratio(c->drained_blocks, c->inbox_drains));
-  hz_os_print("  large          %llu allocs, %llu frees, %zu bytes live\n",
+  hz_os_print("  large          %llu allocs (%llu from the cache), %llu frees, "
+              "%zu bytes live\n",
               (unsigned long long)GET(large_allocs),
+              (unsigned long long)GET(large_reuses),
               (unsigned long long)GET(large_frees), GET(large_live_bytes));
-  hz_os_print("  segments       %zu live\n", segments);
-  hz_os_print("  os             %llu mmap, %llu munmap, %llu madvise; "
-              "%zu bytes mapped\n",
+  hz_os_print("  cached         %zu large mappings (%zu bytes), %zu empty "
+              "segments, %zu bytes of free pages not yet purged\n",
+              m->large_cached, m->large_cached_bytes, m->segments_cached,
+              m->dirty_bytes);
+  hz_os_print("  segments       %zu live\n", m->segments);
+  hz_os_print("  os             %llu mmap, %llu munmap, %llu mremap, %llu "
+              "madvise; %zu bytes mapped, %zu bytes purged\n",
               (unsigned long long)GET(mmap_calls),
               (unsigned long long)GET(munmap_calls),
-              (unsigned long long)GET(madvise_calls), GET(mapped_bytes));
+              (unsigned long long)GET(mremap_calls),
+              (unsigned long long)GET(madvise_calls), GET(mapped_bytes),
+              GET(discarded_bytes));
   hz_os_print("  rss            %zu bytes\n", hz_os_rss());
 }

@@ -27,17 +27,38 @@ typedef struct {
   size_t bytes_live; /* small blocks handed out, counted at block size */
 } hz_heap_summary_t;
 
+/* What the memory-returning boxes hold, for the report and mallinfo2. */
+typedef struct {
+  size_t segments;           /* mapped segments, large mappings included */
+  size_t segments_cached;    /* empty segments kept for reuse */
+  size_t dirty_bytes;        /* free slices of segments not yet purged */
+  size_t large_cached;       /* freed large mappings kept for reuse */
+  size_t large_cached_bytes; /* their mapped bytes */
+} hz_memory_summary_t;
+
+typedef struct {
+  uint64_t mmap_calls, munmap_calls, mremap_calls, madvise_calls;
+  size_t mapped_bytes; /* mapped now */
+  size_t purged_bytes; /* given back with madvise, in total */
+} hz_os_stats_t;
+
 void hz_stats_count_mmap(size_t bytes);
+/* One mremap that unmapped and mapped these many bytes. */
+void hz_stats_count_mremap(size_t unmapped, size_t mapped);
+void hz_stats_count_large_reuse(void);
 void hz_stats_count_munmap(size_t bytes);
 void hz_stats_count_madvise(size_t bytes);
 void hz_stats_count_large_alloc(size_t bytes);
 void hz_stats_count_large_free(size_t bytes);
 
 size_t hz_stats_mapped_bytes(void);
+void hz_stats_os(hz_os_stats_t *out);
 size_t hz_stats_large_live_bytes(void);
+size_t hz_stats_large_live_count(void);
 
 void hz_stats_heap_add(hz_heap_stats_t *into, const hz_heap_stats_t *from);
 /* Print the report (to stderr). */
-void hz_stats_report(const hz_heap_summary_t *heaps, size_t segments);
+void hz_stats_report(const hz_heap_summary_t *heaps,
+                     const hz_memory_summary_t *memory);
 
 #endif

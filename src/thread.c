@@ -1,24 +1,37 @@
-/* thread: process start-up, heap <-> thread binding, the heap pool and
- * fork handling.
+/* thread: process start-up, heap <-> thread binding, the heap pool, fork
+ * handling, collection of idle heaps and the purge thread.
  *
  * Start-up uses only the os and options boxes. pthread_key_create,
  * pthread_atfork and pthread_setspecific are called only once the calling
  * thread's heap is installed, so any allocation they make is served.
  *
  * Heaps are never unmapped: a block's page may name a heap long after its
- * thread exited, and a remote free must always find a valid inbox. */
+ * thread exited, and a remote free must always find a valid inbox.
+ *
+ * The purge thread starts when a second thread gets a heap (never in a
+ * single-threaded program) unless HZ_PURGE_THREAD=0 or the purge delay is
+ * -1. Every quarter of the delay it collects the heaps of idle threads and
+ * runs the purge that fell due, so memory comes back while the program
+ * sleeps. It blocks every signal and never allocates. */
+#define _GNU_SOURCE
 #include "thread.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 
+#include "large.h"
 #include "options.h"
 #include "os.h"
+#include "purge.h"
 
 #define HEAP_CHUNK_SIZE ((size_t)64 << 10)
+/* The purge thread wakes every quarter of the purge delay, within these. */
+#define PURGE_PERIOD_MIN_MS 10
+#define PURGE_PERIOD_MAX_MS 250
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static hz_heap_t *heaps_all;    /* every heap, linked by next_all */
@@ -32,6 +45,10 @@ static pthread_key_t thread_key;
 static HZ_TLS bool thread_exiting; /* our key destructor has run */
 static _Atomic int process_state;  /* 0 new, 1 starting, 2 ready */
 static _Atomic int hooks_state;    /* 0 none, 1 installing, 2 installed */
+static size_t heaps_bound;         /* threads that got a heap (pool lock) */
+/* One collection round at a time (purge thread, malloc_trim, reclaim). */
+static pthread_mutex_t collect_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic bool purge_thread_started;
 
 /* ---------------------------------------------------------------------------
  * Process start-up
@@ -106,21 +123,112 @@ static void heap_pool_locked(hz_heap_t *heap) {
 }
 
 /* Blocks freed to a pooled heap wait in its inbox and keep its pages
- * alive. Before a heap takes a fresh page, it flushes the pooled heap at
- * the head of the pool (taken out of the pool meanwhile, so it is ours
- * alone) and rotates it to the tail: memory of exited threads is recycled
- * even when no new thread comes to adopt their heaps. */
+ * alive. Before a heap takes a fresh page, it collects the pooled heap at
+ * the head of the pool (taken out of the pool meanwhile, so no thread can
+ * adopt it) and rotates it to the tail: memory of exited threads is
+ * recycled even when no new thread comes to adopt their heaps. */
 void hz_thread_reclaim_pooled(void) {
   if (atomic_load_explicit(&heaps_pooled_count, memory_order_relaxed) == 0)
     return;
+  if (pthread_mutex_trylock(&collect_lock) != 0) return; /* a round runs */
+  uintptr_t token = (uintptr_t)&token;
   pthread_mutex_lock(&pool_lock);
   hz_heap_t *heap = pool_pop_locked();
+  bool claimed = heap != NULL && hz_heap_claim(heap, token, false);
   pthread_mutex_unlock(&pool_lock);
-  if (heap == NULL) return;
-  hz_heap_flush(heap);
+  if (claimed) {
+    hz_heap_collect(heap);
+    hz_heap_release_claim(heap);
+  }
+  if (heap != NULL) {
+    pthread_mutex_lock(&pool_lock);
+    pool_push_locked(heap);
+    pthread_mutex_unlock(&pool_lock);
+  }
+  pthread_mutex_unlock(&collect_lock);
+}
+
+/* Claim the heaps worth collecting, force one barrier on every thread, then
+ * collect those whose owner is outside its slow paths. Without membarrier
+ * only pooled heaps (no owner) are safe. */
+static void collect_round(hz_heap_t *self, bool idle_only) {
+  uintptr_t token = (uintptr_t)&token;
+  size_t claimed = 0;
   pthread_mutex_lock(&pool_lock);
-  pool_push_locked(heap);
+  hz_heap_t *first = heaps_all;
+  for (hz_heap_t *heap = first; heap != NULL; heap = heap->next_all)
+    if (heap != self && hz_heap_claim(heap, token, idle_only)) claimed++;
   pthread_mutex_unlock(&pool_lock);
+  if (claimed == 0) return;
+  bool barrier = hz_os_barrier_all_threads();
+  for (hz_heap_t *heap = first; heap != NULL; heap = heap->next_all) {
+    if (atomic_load_explicit(&heap->collector, memory_order_relaxed) != token)
+      continue;
+    bool quiet;
+    if (barrier) {
+      quiet = hz_heap_owner_quiet(heap);
+    } else {
+      pthread_mutex_lock(&pool_lock);
+      quiet = heap->state == HZ_HEAP_POOLED;
+      pthread_mutex_unlock(&pool_lock);
+    }
+    if (quiet) hz_heap_collect(heap);
+    hz_heap_release_claim(heap);
+  }
+}
+
+void hz_thread_collect(bool idle_only) {
+  pthread_mutex_lock(&collect_lock);
+  collect_round(hz_heap_tls, idle_only);
+  pthread_mutex_unlock(&collect_lock);
+}
+
+/* ---------------------------------------------------------------------------
+ * The purge thread
+ * ------------------------------------------------------------------------- */
+static uint64_t purge_period_ms(void) {
+  long delay = hz_option(HZ_OPTION_PURGE_DELAY_MS);
+  uint64_t period = delay > 0 ? (uint64_t)delay / 4 : PURGE_PERIOD_MIN_MS;
+  if (period < PURGE_PERIOD_MIN_MS) period = PURGE_PERIOD_MIN_MS;
+  if (period > PURGE_PERIOD_MAX_MS) period = PURGE_PERIOD_MAX_MS;
+  return period;
+}
+
+static void *purge_thread_main(void *arg) {
+  (void)arg;
+  pthread_setname_np(pthread_self(), "hz-purge");
+  uint64_t period = purge_period_ms();
+  for (;;) {
+    hz_os_sleep_ms(period);
+    hz_thread_collect(true);
+    hz_purge_run(false);
+  }
+  return NULL;
+}
+
+/* Called with no lock held, by a thread that has its heap (pthread_create
+ * allocates). */
+static void purge_thread_start(void) {
+  if (!hz_option_enabled(HZ_OPTION_PURGE_THREAD) ||
+      hz_option(HZ_OPTION_PURGE_DELAY_MS) < 0)
+    return;
+  bool expected = false;
+  if (!atomic_compare_exchange_strong(&purge_thread_started, &expected, true))
+    return;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, (size_t)256 << 10);
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_t th;
+  int saved = errno;
+  if (pthread_create(&th, &attr, purge_thread_main, NULL) == 0)
+    hz_purge_set_background(true);
+  errno = saved;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_attr_destroy(&attr);
 }
 
 /* ---------------------------------------------------------------------------
@@ -138,18 +246,28 @@ static void thread_exit(void *value) {
 }
 
 static void fork_prepare(void) {
+  pthread_mutex_lock(&collect_lock);
   hz_heap_fork_prepare();
   hz_segment_fork_prepare();
+  hz_large_fork_prepare();
 }
 
 static void fork_parent(void) {
+  hz_large_fork_parent();
   hz_segment_fork_parent();
   hz_heap_fork_parent();
+  pthread_mutex_unlock(&collect_lock);
 }
 
+/* The child has one thread: no purge thread until it makes another. */
 static void fork_child(void) {
+  hz_large_fork_child();
   hz_segment_fork_child();
   hz_heap_fork_child(hz_heap_tls);
+  pthread_mutex_init(&collect_lock, NULL);
+  heaps_bound = 1;
+  atomic_store_explicit(&purge_thread_started, false, memory_order_relaxed);
+  hz_purge_set_background(false);
 }
 
 static void install_hooks(void) {
@@ -171,6 +289,12 @@ hz_heap_t *hz_thread_attach(void) {
   hz_heap_tls = heap;
   install_hooks();
   pthread_setspecific(thread_key, heap);
+  pthread_mutex_lock(&pool_lock);
+  bool threaded = ++heaps_bound >= 2;
+  pthread_mutex_unlock(&pool_lock);
+  if (threaded &&
+      !atomic_load_explicit(&purge_thread_started, memory_order_relaxed))
+    purge_thread_start();
   return heap;
 }
 
@@ -185,6 +309,7 @@ void *hz_thread_malloc_unattached(size_t size) {
   }
   void *p = hz_heap_malloc_slow(heap, size);
   if (thread_exiting) {
+    hz_heap_flush(heap);
     pthread_mutex_lock(&pool_lock);
     heap_pool_locked(heap);
     pthread_mutex_unlock(&pool_lock);

@@ -15,6 +15,10 @@ hz_heap_t *hz_thread_attach(void);
 void *hz_thread_malloc_unattached(size_t size);
 /* Flush one pooled heap (drain its inbox, give back its empty pages). */
 void hz_thread_reclaim_pooled(void);
+/* Collect the heaps of other threads (only those idle since the last
+ * round, with `idle_only`): their inboxes go home and their empty pages
+ * back to the segments. */
+void hz_thread_collect(bool idle_only);
 /* Summary over every heap, for the stats report. */
 void hz_thread_summarize(hz_heap_summary_t *out);
 
