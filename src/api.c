@@ -183,7 +183,7 @@ HZ_EXPORT void hz_stats_print(void) {
  * all free memory is purged now. Otherwise only what fell due. */
 HZ_EXPORT void hz_collect(bool force) {
   hz_heap_t *heap = hz_heap_current();
-  if (heap != &hz_heap_empty) hz_heap_flush(heap);
+  if (heap != &hz_heap_empty) hz_heap_trim(heap);
   if (force) hz_thread_collect(false);
   hz_purge_run(force);
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "large.h"
+#include "options.h"
 #include "os.h"
 #include "purge.h"
 #include "thread.h"
@@ -49,10 +50,13 @@ static HZ_NOINLINE void heap_wait_collector(hz_heap_t *heap) {
   } while (heap_claimed(heap));
 }
 
+static void heap_bins_restore(hz_heap_t *heap);
+
 /* The owner enters / leaves a slow path. */
 static void heap_enter(hz_heap_t *heap) {
   heap_raise_busy(heap);
   if (HZ_UNLIKELY(heap_claimed(heap))) heap_wait_collector(heap);
+  if (HZ_UNLIKELY(heap->bins_stolen)) heap_bins_restore(heap);
   uint32_t n = atomic_load_explicit(&heap->activity, memory_order_relaxed);
   atomic_store_explicit(&heap->activity, n + 1, memory_order_relaxed);
 }
@@ -440,6 +444,70 @@ void *hz_heap_malloc_slow(hz_heap_t *heap, size_t size) {
 /* ---------------------------------------------------------------------------
  * Lifecycle
  * ------------------------------------------------------------------------- */
+/* ---------------------------------------------------------------------------
+ * Taking blocks out of an idle heap's bins
+ *
+ * The owner's fast path reads top and base and writes top, with no
+ * handshake. The collector raises base to top - 1 in every bin, forces a
+ * barrier on every thread, and reads top again: from then on each owner
+ * operation sees the new base (and finds the bin empty below it), except
+ * one that was under way across the barrier, which can pop only slot
+ * top - 1 or push at top. So the slots below min(new base, top - 1) are
+ * the collector's; it records that bound in stolen_end. The owner's next
+ * slow path keeps [stolen_end, top) and moves it back to the start.
+ * ------------------------------------------------------------------------- */
+static void heap_bins_restore(hz_heap_t *heap) {
+  for (int c = 1; c < HZ_CLASS_COUNT; c++) {
+    hz_bin_t *bin = &heap->bins[c];
+    void **start = heap->bin_slots[c];
+    if (bin->base == start) continue;
+    void **from = bin->stolen_end != NULL ? bin->stolen_end : bin->base;
+    size_t left = bin->top > from ? (size_t)(bin->top - from) : 0;
+    memmove(start, from, left * sizeof *start);
+    bin->base = start;
+    bin->top = start + left;
+    bin->stolen_end = NULL;
+  }
+  heap->bins_stolen = false;
+}
+
+static void heap_page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block);
+static hz_page_t *block_page(const void *block);
+
+#if !defined(__SANITIZE_THREAD__)
+static void heap_take_bins(hz_heap_t *heap) {
+  void **old_base[HZ_CLASS_COUNT] = {0};
+  bool any = false;
+  for (int c = 1; c < HZ_CLASS_COUNT; c++) {
+    volatile hz_bin_t *bin = &heap->bins[c];
+    void **top = bin->top, **base = bin->base;
+    if (top - base < 2) continue;
+    old_base[c] = base;
+    bin->base = top - 1;
+    any = true;
+  }
+  if (!any || !hz_os_barrier_all_threads()) {
+    if (any) heap->bins_stolen = true; /* owner restores; nothing taken */
+    return;
+  }
+  for (int c = 1; c < HZ_CLASS_COUNT; c++) {
+    if (old_base[c] == NULL) continue;
+    volatile hz_bin_t *bin = &heap->bins[c];
+    void **end = bin->top - 1;
+    if (end > bin->base) end = bin->base;
+    for (void **slot = old_base[c]; slot < end; slot++) {
+      heap_page_put(heap, block_page(*slot), *slot);
+      heap->stats.bin_blocks_taken++;
+    }
+    bin->stolen_end = end > old_base[c] ? end : old_base[c];
+  }
+  heap->bins_stolen = true;
+}
+#else
+/* ThreadSanitizer cannot see the barrier the handshake relies on. */
+static void heap_take_bins(hz_heap_t *heap) { (void)heap; }
+#endif
+
 static void heap_collect(hz_heap_t *heap) {
   heap_flush_stash(heap);
   while (heap_has_incoming(heap))
@@ -455,8 +523,21 @@ static void heap_collect(hz_heap_t *heap) {
   heap_spare_release(heap);
 }
 
-void hz_heap_collect(hz_heap_t *heap) {
+/* Pages still in use keep only their live blocks resident. */
+static void heap_discard_free_blocks(hz_heap_t *heap) {
+  bool lazy = hz_option_enabled(HZ_OPTION_PURGE_MADV_FREE);
+  for (int c = 0; c < HZ_CLASS_COUNT; c++)
+    for (hz_page_t *page = heap->queues[c].first; page; page = page->next)
+      hz_page_discard_free(page, lazy);
+  for (hz_page_t *page = heap->full.first; page != NULL; page = page->next)
+    hz_page_discard_free(page, lazy);
+}
+
+void hz_heap_collect(hz_heap_t *heap, bool take_bins) {
+  heap->stats.collections++;
+  if (take_bins) heap_take_bins(heap);
   heap_collect(heap);
+  heap_discard_free_blocks(heap);
   heap->collect_seen =
       atomic_load_explicit(&heap->activity, memory_order_relaxed);
   heap->collect_clean = true;
@@ -471,6 +552,13 @@ void hz_heap_flush(hz_heap_t *heap) {
     heap_bin_spill(heap, bin, bin_count(bin));
   }
   heap_collect(heap);
+  heap_leave(heap);
+}
+
+void hz_heap_trim(hz_heap_t *heap) {
+  hz_heap_flush(heap);
+  heap_enter(heap);
+  heap_discard_free_blocks(heap);
   heap_leave(heap);
 }
 

@@ -54,14 +54,17 @@ typedef enum {
 #define HZ_BIN_BYTES ((size_t)512 << 10)
 
 /* A bin is a stack of cached blocks living in the heap's slot array:
- * base[0 .. top) are cached, and it is full when top == limit. All three
- * are NULL in the constant empty heap (no block, no room). 32 bytes, so a
- * class indexes it with a shift. */
+ * base[0 .. top) are cached, it is empty when top <= base and full when
+ * top == limit. All three are NULL in the constant empty heap (no block,
+ * no room). A collector may raise `base` of an idle heap's bin and take
+ * the slots below (see hz_heap_collect); the owner's next slow path moves
+ * what is left back to the start. 32 bytes, so a class indexes it with a
+ * shift. */
 typedef struct {
   void **top;
   void **base;
   void **limit;
-  void *unused;
+  void **stolen_end; /* a collector took the slots below this (NULL: none) */
 } hz_bin_t;
 
 _Static_assert(sizeof(hz_bin_t) == 32, "bins are indexed with a shift");
@@ -88,6 +91,7 @@ typedef struct hz_heap_s {
   _Alignas(64) _Atomic uint8_t busy; /* owner inside a slow path */
   _Atomic uint32_t activity;         /* owner slow paths so far */
   _Atomic uintptr_t collector;       /* claiming collector's token, or 0 */
+  bool bins_stolen;                  /* a collector raised some bin's base */
   uint32_t collect_seen; /* collector's: activity when it last looked */
   bool collect_clean;    /* collector's: nothing left when it last looked */
   struct hz_heap_s *next_all;    /* every heap ever made */
@@ -110,7 +114,7 @@ void hz_heap_invalid_pointer(const char *what, const void *p,
 HZ_INLINE void *hz_heap_malloc_class(hz_heap_t *heap, size_t cls, size_t size) {
   hz_bin_t *bin = &heap->bins[cls];
   void **top = bin->top;
-  if (HZ_UNLIKELY(top == bin->base)) return hz_heap_malloc_slow(heap, size);
+  if (HZ_UNLIKELY(top <= bin->base)) return hz_heap_malloc_slow(heap, size);
   bin->top = --top;
   return *top;
 }
@@ -155,10 +159,16 @@ bool hz_heap_claim(hz_heap_t *heap, uintptr_t token, bool idle_only);
 /* After a barrier on every thread: true if the owner is outside its slow
  * paths, so the claim is exclusive until released. */
 bool hz_heap_owner_quiet(hz_heap_t *heap);
-/* Give back what a claimed heap holds outside its bins: publish its stash,
- * take its inbox home to the pages, return empty and spare pages. */
-void hz_heap_collect(hz_heap_t *heap);
+/* Give back what a claimed heap holds: publish its stash, take its inbox
+ * home to the pages, return empty and spare pages and the memory of free
+ * blocks in pages still in use. With `take_bins` (membarrier works) also
+ * all but the top block of each bin, which the owner's fast path may be
+ * using at that very moment. */
+void hz_heap_collect(hz_heap_t *heap, bool take_bins);
 void hz_heap_release_claim(hz_heap_t *heap);
+/* The owner gives back all it can, bins included, and the memory of the
+ * free blocks in its pages (malloc_trim). */
+void hz_heap_trim(hz_heap_t *heap);
 
 /* Thread lifecycle (called by init). */
 hz_heap_t *hz_heap_acquire(void);

@@ -309,6 +309,7 @@ static void *remap_elsewhere(hz_segment_t *seg, void *p, size_t map_size) {
   hz_segment_t *moved = (hz_segment_t *)to;
   hz_segment_register(moved);
   moved->map_size = map_size;
+  hz_stats_count_large_resize(old_size, map_size);
   moved->pages[0].start = to + ((uint8_t *)p - (uint8_t *)seg);
   return moved->pages[0].start;
 }
@@ -323,12 +324,14 @@ void *hz_large_realloc(hz_segment_t *seg, void *p, size_t size) {
     /* Shrink in place when more than half would be left unused. */
     if (need < old_size / 2 && hz_os_remap_in_place(seg, old_size, need)) {
       seg->map_size = need;
+      hz_stats_count_large_resize(old_size, need);
     }
     return p;
   }
   size_t map_size = mapping_size(need);
   if (hz_os_remap_in_place(seg, old_size, map_size)) {
     seg->map_size = map_size;
+    hz_stats_count_large_resize(old_size, map_size);
     return p;
   }
   if (offset >= HZ_SEGMENT_SIZE) return NULL; /* over-aligned: copy */

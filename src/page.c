@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 
+#include "os.h"
 #include "sizeclass.h"
 
 /* Carve at most this many bytes of fresh blocks at a time, so a page's
@@ -48,6 +49,28 @@ bool hz_page_extend(hz_page_t *page) {
   page->free = (hz_block_t *)first;
   page->capacity += (uint16_t)count;
   return true;
+}
+
+static void discard_range(uint8_t *from, uint8_t *to, bool lazy) {
+  size_t os_page = hz_os_page_size();
+  uint8_t *a = (uint8_t *)HZ_ALIGN_UP((uintptr_t)from, os_page);
+  uint8_t *b = (uint8_t *)((uintptr_t)to & ~(uintptr_t)(os_page - 1));
+  if (a < b) hz_os_discard(a, (size_t)(b - a), lazy);
+}
+
+static void discard_list(hz_block_t *block, size_t size, bool lazy) {
+  for (; block != NULL; block = block->next)
+    discard_range((uint8_t *)block + sizeof *block, (uint8_t *)block + size,
+                  lazy);
+}
+
+void hz_page_discard_free(hz_page_t *page, bool lazy) {
+  size_t size = page->block_size;
+  discard_range(page->start + (size_t)page->capacity * size, hz_page_end(page),
+                lazy);
+  if (size < 2 * hz_os_page_size()) return; /* no whole page inside */
+  discard_list(page->free, size, lazy);
+  discard_list(page->local_free, size, lazy);
 }
 
 hz_block_t *hz_page_block_of(const hz_page_t *page, const void *p) {

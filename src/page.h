@@ -59,6 +59,11 @@ void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id);
 void hz_page_collect(hz_page_t *page);
 /* Carve more never-used blocks onto free; false if the page is exhausted. */
 bool hz_page_extend(hz_page_t *page);
+/* Give back the memory of the page's free blocks (all but each block's
+ * first word, whole OS pages only) and of its part never carved into
+ * blocks, keeping the page in use. Owner (or a collector holding the
+ * heap) only. */
+void hz_page_discard_free(hz_page_t *page, bool lazy);
 /* The block containing p (p may be interior when has_aligned is set). */
 hz_block_t *hz_page_block_of(const hz_page_t *page, const void *p);
 /* True if p is exactly at a block boundary of the page. */

@@ -39,6 +39,10 @@ void hz_stats_count_large_alloc(size_t bytes) {
   ADD(large_live_bytes, bytes);
 }
 void hz_stats_count_large_reuse(void) { ADD(large_reuses, 1); }
+void hz_stats_count_large_resize(size_t old_bytes, size_t new_bytes) {
+  ADD(large_live_bytes, new_bytes);
+  SUB(large_live_bytes, old_bytes);
+}
 void hz_stats_count_large_free(size_t bytes) {
   ADD(large_frees, 1);
   SUB(large_live_bytes, bytes);
@@ -66,6 +70,8 @@ void hz_stats_heap_add(hz_heap_stats_t *into, const hz_heap_stats_t *from) {
   into->inbox_drains += from->inbox_drains;
   into->drained_blocks += from->drained_blocks;
   into->slow_mallocs += from->slow_mallocs;
+  into->collections += from->collections;
+  into->bin_blocks_taken += from->bin_blocks_taken;
 }
 
 static double ratio(uint64_t a, uint64_t b) {
@@ -92,6 +98,10 @@ void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
               (unsigned long long)c->inbox_drains,
               (unsigned long long)c->drained_blocks,
               ratio(c->drained_blocks, c->inbox_drains));
+  hz_os_print("  collected      %llu times by other threads, %llu blocks "
+              "taken from bins\n",
+              (unsigned long long)c->collections,
+              (unsigned long long)c->bin_blocks_taken);
   hz_os_print("  large          %llu allocs (%llu from the cache), %llu frees, "
               "%zu bytes live\n",
               (unsigned long long)GET(large_allocs),

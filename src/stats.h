@@ -15,6 +15,8 @@ typedef struct {
   uint64_t inbox_drains;      /* non-empty inbox takes */
   uint64_t drained_blocks;    /* blocks received through the inbox */
   uint64_t slow_mallocs;      /* mallocs that left the fast path */
+  uint64_t collections;       /* times another thread collected the heap */
+  uint64_t bin_blocks_taken;  /* blocks a collector took from its bins */
 } hz_heap_stats_t;
 
 /* What the heap box knows, merged over every heap. */
@@ -46,6 +48,7 @@ void hz_stats_count_mmap(size_t bytes);
 /* One mremap that unmapped and mapped these many bytes. */
 void hz_stats_count_mremap(size_t unmapped, size_t mapped);
 void hz_stats_count_large_reuse(void);
+void hz_stats_count_large_resize(size_t old_bytes, size_t new_bytes);
 void hz_stats_count_munmap(size_t bytes);
 void hz_stats_count_madvise(size_t bytes);
 void hz_stats_count_large_alloc(size_t bytes);
