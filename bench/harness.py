@@ -52,7 +52,7 @@ Sets (see --list for the exact commands and the time estimate)
   --full    about 45 minutes: mt_remote at T = 1, 2, 4, 8, 16 and every other
             benchmark and variant (random_mixed uniform, mid_large_mt,
             vm_mixed, kv with 1M keys, string_builder, json, mir, thread_churn,
-            rss_plateau 1 GiB with and without malloc_trim); 10 runs.
+            long_run, rss_plateau 1 GiB with and without malloc_trim); 10 runs.
   Each mt_remote run does a fixed total of operations per lane and R (ITERS
   per thread = total / T), about 0.5 s on average here. The estimate printed
   before starting is the sum of per-run estimates from the case table; the
@@ -199,6 +199,8 @@ OTHER = [
     ("rss_plateau",  "1GB-trim", [4, 1024, 2000, 1], 2.5, False),
     # thread_churn THREADS_TOTAL CONCURRENT
     ("thread_churn", "",         [It(20000), 4], 0.9, False),
+    # long_run PHASES [THREADS OPS WS IDLE_MS] (ten compressed minutes)
+    ("long_run",     "",         [60], 1.6, False),
 ]
 
 # Real programs: the script gets the allocator library (or "") as argument.
@@ -213,6 +215,7 @@ FAMILY_KEYS = {
     "rss_plateau": None,   # every rss_*_kb key (see rss_keys())
     "redis": ["set_rps", "get_rps", "lpush_rps", "lpop_rps"],
     "thread_churn": ["rss_start_kb", "rss_end_kb"],
+    "long_run": ["rss_q1_kb", "rss_q4_kb", "growth"],
 }
 # ============================================================================
 

@@ -25,6 +25,7 @@ declare -A ARGS=(
   [json]="20 1"
   [rss_plateau]="2 16 10 1"
   [thread_churn]="300 4"
+  [long_run]="4 2 300 100 1"
 )
 
 for name in $(echo "${!ARGS[@]}" | tr ' ' '\n' | sort); do
