@@ -158,26 +158,51 @@ static hz_segment_t *cache_evict(unsigned c) {
   return victims;
 }
 
+/* Pages a request of `need` bytes would fault in on this mapping. */
+static size_t faults_for(const hz_segment_t *seg, size_t need) {
+  return need > seg->touched ? need - seg->touched : 0;
+}
+
+/* The cached mapping that serves `need` with the fewest new pages: the
+ * newest of each class from LARGE_BORROW + 1 below need's class (grown with
+ * mremap) to LARGE_BORROW above; on a tie the smaller mapping. */
 static hz_segment_t *cache_take(size_t need) {
-  unsigned first = class_ceil(need);
-  hz_segment_t *seg = NULL;
+  unsigned c = class_ceil(need);
+  unsigned from = c > LARGE_BORROW + 1 ? c - LARGE_BORROW - 1 : 0;
+  unsigned to = c + LARGE_BORROW;
+  if (to >= LARGE_CLASS_COUNT) to = LARGE_CLASS_COUNT - 1;
+  hz_segment_t *best = NULL;
   pthread_mutex_lock(&large_lock);
-  for (unsigned c = first; c <= first + LARGE_BORROW && c < LARGE_CLASS_COUNT;
-       c++) {
-    seg = large_cache[c].newest;
-    if (seg != NULL) {
-      cache_unlink(seg);
-      publish_next_due();
-      break;
-    }
+  for (unsigned k = from; k <= to; k++) {
+    hz_segment_t *seg = large_cache[k].newest;
+    if (seg == NULL) continue;
+    if (best == NULL || faults_for(seg, need) < faults_for(best, need))
+      best = seg;
+    if (faults_for(best, need) == 0 && best->map_size >= need) break;
+  }
+  if (best != NULL) {
+    cache_unlink(best);
+    publish_next_due();
   }
   pthread_mutex_unlock(&large_lock);
-  return seg;
+  return best;
 }
 
 /* ---------------------------------------------------------------------------
  * Mapping
  * ------------------------------------------------------------------------- */
+static hz_segment_t *region_grow(hz_segment_t *seg, size_t map_size);
+static size_t mapping_size(size_t need);
+static void unmap_region(hz_segment_t *seg);
+
+/* A cached mapping for `need` bytes, grown with mremap if it is smaller. */
+static hz_segment_t *cache_reuse(size_t need) {
+  hz_segment_t *seg = cache_take(need);
+  if (seg == NULL || seg->map_size >= need) return seg;
+  hz_segment_t *grown = region_grow(seg, mapping_size(need));
+  if (grown == NULL) unmap_region(seg);
+  return grown;
+}
 static void unmap_region(hz_segment_t *seg) {
   hz_segment_unregister(seg);
   hz_os_unmap(seg, seg->map_size);
@@ -196,6 +221,7 @@ static hz_segment_t *map_region(size_t map_size, size_t map_align,
   seg->page_count = 1;
   seg->map_size = map_size;
   seg->zeroed = 1;
+  seg->touched = HZ_SEGMENT_HEADER_SIZE;
   hz_segment_register(seg);
   return seg;
 }
@@ -225,7 +251,7 @@ void *hz_large_alloc(size_t size, size_t align, bool zero) {
   }
   size_t need = HZ_ALIGN_UP(offset + size, page);
   hz_segment_t *seg = NULL;
-  if (align <= HZ_SEGMENT_SIZE && need <= cache_cap()) seg = cache_take(need);
+  if (align <= HZ_SEGMENT_SIZE && need <= cache_cap()) seg = cache_reuse(need);
   uint8_t *block;
   if (seg != NULL) {
     block = (uint8_t *)seg + offset;
@@ -242,6 +268,7 @@ void *hz_large_alloc(size_t size, size_t align, bool zero) {
   seg->zeroed = 0;
   seg->dirty_slices = 0;
   seg->used_pages = 1;
+  if (seg->touched < offset + size) seg->touched = offset + size;
   seg->pages[0].start = block;
   hz_stats_count_large_alloc(seg->map_size);
   return block;
@@ -263,20 +290,9 @@ static bool discard_region(hz_segment_t *seg) {
                        hz_option_enabled(HZ_OPTION_PURGE_MADV_FREE));
 }
 
-void hz_large_free(hz_segment_t *seg) {
-  hz_stats_count_large_free(seg->map_size);
-  seg->used_pages = 0;
-  if (seg->map_size > cache_cap()) {
-    unmap_region(seg);
-    return;
-  }
-  /* A zero delay purges at once, before other threads can see it. */
-  seg->dirty_slices = 1;
-  if (hz_option(HZ_OPTION_PURGE_DELAY_MS) == 0) {
-    seg->zeroed = discard_region(seg);
-    seg->dirty_slices = 0;
-  }
-  uint64_t due = due_from(hz_os_now_ms());
+/* Cache a mapping (purge due at `due` if it is dirty), evicting over the
+ * cap. */
+static void cache_put(hz_segment_t *seg, uint64_t due) {
   pthread_mutex_lock(&large_lock);
   cache_link(seg, due);
   hz_segment_t *victims = cache_evict(class_floor(seg->map_size));
@@ -289,6 +305,23 @@ void hz_large_free(hz_segment_t *seg) {
   }
 }
 
+void hz_large_free(hz_segment_t *seg) {
+  hz_stats_count_large_free(seg->map_size);
+  seg->used_pages = 0;
+  if (seg->map_size > cache_cap()) {
+    unmap_region(seg);
+    return;
+  }
+  /* A zero delay purges at once, before other threads can see it. */
+  seg->dirty_slices = 1;
+  if (hz_option(HZ_OPTION_PURGE_DELAY_MS) == 0) {
+    seg->zeroed = discard_region(seg);
+    seg->dirty_slices = 0;
+    seg->touched = HZ_SEGMENT_HEADER_SIZE;
+  }
+  cache_put(seg, due_from(hz_os_now_ms()));
+}
+
 size_t hz_large_usable_size(const hz_segment_t *seg, const void *p) {
   return (size_t)((const uint8_t *)seg + seg->map_size - (const uint8_t *)p);
 }
@@ -296,11 +329,17 @@ size_t hz_large_usable_size(const hz_segment_t *seg, const void *p) {
 /* ---------------------------------------------------------------------------
  * realloc
  * ------------------------------------------------------------------------- */
-/* Grow by moving the pages to a fresh 4 MiB-aligned place (no copy). */
-static void *remap_elsewhere(hz_segment_t *seg, void *p, size_t map_size) {
+/* Grow a mapping to map_size without copying: in place when the address
+ * space after it is free, else by moving its pages to a fresh 4 MiB-aligned
+ * place. Returns the mapping (maybe moved), or NULL (seg unchanged). */
+static hz_segment_t *region_grow(hz_segment_t *seg, size_t map_size) {
+  size_t old_size = seg->map_size;
+  if (hz_os_remap_in_place(seg, old_size, map_size)) {
+    seg->map_size = map_size;
+    return seg;
+  }
   uint8_t *to = hz_os_map_aligned(map_size, HZ_SEGMENT_SIZE);
   if (to == NULL) return NULL;
-  size_t old_size = seg->map_size;
   if (!hz_os_remap_to(seg, old_size, map_size, to)) {
     hz_os_unmap(to, map_size);
     return NULL;
@@ -309,9 +348,7 @@ static void *remap_elsewhere(hz_segment_t *seg, void *p, size_t map_size) {
   hz_segment_t *moved = (hz_segment_t *)to;
   hz_segment_register(moved);
   moved->map_size = map_size;
-  hz_stats_count_large_resize(old_size, map_size);
-  moved->pages[0].start = to + ((uint8_t *)p - (uint8_t *)seg);
-  return moved->pages[0].start;
+  return moved;
 }
 
 void *hz_large_realloc(hz_segment_t *seg, void *p, size_t size) {
@@ -324,18 +361,19 @@ void *hz_large_realloc(hz_segment_t *seg, void *p, size_t size) {
     /* Shrink in place when more than half would be left unused. */
     if (need < old_size / 2 && hz_os_remap_in_place(seg, old_size, need)) {
       seg->map_size = need;
+      if (seg->touched > need) seg->touched = need;
       hz_stats_count_large_resize(old_size, need);
     }
-    return p;
-  }
-  size_t map_size = mapping_size(need);
-  if (hz_os_remap_in_place(seg, old_size, map_size)) {
-    seg->map_size = map_size;
-    hz_stats_count_large_resize(old_size, map_size);
+    if (seg->touched < offset + size) seg->touched = offset + size;
     return p;
   }
   if (offset >= HZ_SEGMENT_SIZE) return NULL; /* over-aligned: copy */
-  return remap_elsewhere(seg, p, map_size);
+  hz_segment_t *grown = region_grow(seg, mapping_size(need));
+  if (grown == NULL) return NULL;
+  hz_stats_count_large_resize(old_size, grown->map_size);
+  grown->pages[0].start = (uint8_t *)grown + offset;
+  grown->touched = offset + size;
+  return grown->pages[0].start;
 }
 
 /* ---------------------------------------------------------------------------
@@ -356,6 +394,7 @@ uint64_t hz_large_purge(uint64_t now, bool force) {
     pthread_mutex_unlock(&large_lock);
     seg->zeroed = discard_region(seg); /* not with MADV_FREE */
     seg->dirty_slices = 0;
+    seg->touched = HZ_SEGMENT_HEADER_SIZE;
     pthread_mutex_lock(&large_lock);
     cache_link(seg, 0);
     pthread_mutex_unlock(&large_lock);

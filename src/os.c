@@ -42,9 +42,58 @@ void hz_os_unmap(void *addr, size_t size) {
   hz_stats_count_munmap(size);
 }
 
-/* Over-map by `align` and trim both ends so the rest is placed right. */
+/* Aligned mappings are first asked for at a hint: addresses from a high
+ * range (2-4 TiB, its start varied per process) handed out in order, so
+ * the kernel usually places them exactly there and no trimming munmap is
+ * needed. The hint wraps at the end of the range. */
+#define OS_HINT_BASE ((uintptr_t)2 << 40)
+#define OS_HINT_SPAN ((uintptr_t)2 << 40)
+static _Atomic uintptr_t os_hint_next;
+
+static uintptr_t os_hint_take(size_t size, size_t align) {
+  uintptr_t next = atomic_load_explicit(&os_hint_next, memory_order_relaxed);
+  if (next == 0) {
+    uintptr_t seed = (uintptr_t)&next ^ (uintptr_t)hz_os_now_ms() * 2654435761u;
+    uintptr_t first = OS_HINT_BASE + ((seed >> 12) % (OS_HINT_SPAN / 2));
+    atomic_compare_exchange_strong(&os_hint_next, &next, first);
+    next = atomic_load_explicit(&os_hint_next, memory_order_relaxed);
+  }
+  uintptr_t start, end;
+  do {
+    start = HZ_ALIGN_UP(next, align);
+    end = start + HZ_ALIGN_UP(size, align);
+    if (end > OS_HINT_BASE + OS_HINT_SPAN) {
+      start = OS_HINT_BASE;
+      end = start + HZ_ALIGN_UP(size, align);
+    }
+  } while (!atomic_compare_exchange_weak(&os_hint_next, &next, end));
+  return start;
+}
+
+static void *os_map_at_hint(size_t size, size_t align) {
+  if (size > OS_HINT_SPAN / 4) return NULL;
+  void *hint = (void *)os_hint_take(size, align);
+  int saved = errno;
+  void *p = mmap(hint, size, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  errno = saved;
+  if (p == MAP_FAILED) return NULL;
+  if (p == hint) {
+    hz_stats_count_mmap(size);
+    return p;
+  }
+  munmap(p, size); /* the kernel chose elsewhere */
+  return NULL;
+}
+
+/* At the hint, or over-map by `align` and trim both ends so the rest is
+ * placed right. */
 void *hz_os_map_aligned_at(size_t size, size_t align, size_t offset) {
   if (size + align < size) return NULL;
+  if (offset == 0) {
+    void *p = os_map_at_hint(size, align);
+    if (p != NULL) return p;
+  }
   uint8_t *raw = hz_os_map(size + align);
   if (raw == NULL) return NULL;
   uintptr_t target = HZ_ALIGN_UP((uintptr_t)raw + offset, align);
