@@ -167,7 +167,8 @@ HZ_EXPORT int hz_posix_memalign(void **out, size_t alignment, size_t size) {
 void hz_api_memory_summary(hz_memory_summary_t *out) {
   out->segments = hz_segment_count();
   hz_segment_cached(&out->segments_cached, &out->dirty_bytes);
-  hz_large_cached(&out->large_cached, &out->large_cached_bytes);
+  hz_large_cached(&out->large_cached, &out->large_cached_bytes,
+                  &out->large_dirty_bytes);
 }
 
 HZ_EXPORT void hz_stats_print(void) {

@@ -486,8 +486,11 @@ static void heap_take_bins(hz_heap_t *heap) {
     bin->base = top - 1;
     any = true;
   }
-  if (!any || !hz_os_barrier_all_threads()) {
-    if (any) heap->bins_stolen = true; /* owner restores; nothing taken */
+  if (!any) return;
+  if (!hz_os_barrier_all_threads()) { /* nothing taken: the owner restores */
+    for (int c = 1; c < HZ_CLASS_COUNT; c++)
+      if (old_base[c] != NULL) heap->bins[c].stolen_end = old_base[c];
+    heap->bins_stolen = true;
     return;
   }
   for (int c = 1; c < HZ_CLASS_COUNT; c++) {

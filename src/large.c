@@ -9,10 +9,12 @@
  *
  * The cache keeps freed mappings by size class (four per power of two):
  * a mapping of map_size bytes sits in the largest class not above
- * map_size, and a request takes from the smallest class not below what it
- * needs, borrowing from up to LARGE_BORROW classes above on a miss. Over
- * the byte cap, the oldest mappings of the class just freed to go first,
- * then the oldest of the largest classes. Cached mappings are purged
+ * map_size. A request looks at the newest mapping of each class from
+ * LARGE_BORROW + 1 classes below its own to LARGE_BORROW above and takes
+ * the one with the fewest pages left to fault in (its touched extent), the
+ * smaller on a tie; one below its size is grown with mremap. Over the byte
+ * cap, the oldest mappings of the class just freed to go first, then the
+ * oldest of the largest classes. Cached mappings are purged
  * (their memory given back, the mapping kept) after the purge delay, in
  * the order they were freed. One mutex guards the cache; no madvise,
  * mmap or munmap runs under it. */
@@ -38,6 +40,7 @@ typedef struct {
 static pthread_mutex_t large_lock = PTHREAD_MUTEX_INITIALIZER;
 static large_list_t large_cache[LARGE_CLASS_COUNT];
 static size_t large_cached_bytes, large_cached_count;
+static size_t large_dirty_bytes; /* cached and not yet purged */
 /* Cached mappings not yet purged, oldest first (by purge_next/prev). */
 static hz_segment_t *dirty_first, *dirty_last;
 static _Atomic uint64_t large_next_due = UINT64_MAX;
@@ -70,6 +73,7 @@ static size_t cache_cap(void) {
  * The cache (lists under large_lock)
  * ------------------------------------------------------------------------- */
 static void dirty_remove(hz_segment_t *seg) {
+  large_dirty_bytes -= seg->map_size;
   if (seg->purge_prev != NULL)
     seg->purge_prev->purge_next = seg->purge_next;
   else
@@ -82,6 +86,7 @@ static void dirty_remove(hz_segment_t *seg) {
 }
 
 static void dirty_append(hz_segment_t *seg, uint64_t due) {
+  large_dirty_bytes += seg->map_size;
   seg->purge_due = due;
   seg->purge_next = NULL;
   seg->purge_prev = dirty_last;
@@ -148,8 +153,10 @@ static hz_segment_t *cache_evict(unsigned c) {
   unsigned from = LARGE_CLASS_COUNT;
   while (large_cached_bytes > cap) {
     hz_segment_t *seg = large_cache[c].oldest;
-    while (seg == NULL && from > 0)
-      seg = large_cache[--from].oldest;
+    while (seg == NULL && from > 0) {
+      seg = large_cache[from - 1].oldest;
+      if (seg == NULL) from--;
+    }
     if (seg == NULL) break;
     cache_unlink(seg);
     seg->next = victims;
@@ -160,7 +167,8 @@ static hz_segment_t *cache_evict(unsigned c) {
 
 /* Pages a request of `need` bytes would fault in on this mapping. */
 static size_t faults_for(const hz_segment_t *seg, size_t need) {
-  return need > seg->touched ? need - seg->touched : 0;
+  size_t touched = HZ_ALIGN_UP(seg->touched, hz_os_page_size());
+  return need > touched ? need - touched : 0;
 }
 
 /* The cached mapping that serves `need` with the fewest new pages: the
@@ -405,10 +413,11 @@ uint64_t hz_large_purge_next(void) {
   return atomic_load_explicit(&large_next_due, memory_order_relaxed);
 }
 
-void hz_large_cached(size_t *regions, size_t *bytes) {
+void hz_large_cached(size_t *regions, size_t *bytes, size_t *dirty) {
   pthread_mutex_lock(&large_lock);
   *regions = large_cached_count;
   *bytes = large_cached_bytes;
+  *dirty = large_dirty_bytes;
   pthread_mutex_unlock(&large_lock);
 }
 

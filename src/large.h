@@ -28,8 +28,8 @@ void *hz_large_realloc(hz_segment_t *seg, void *p, size_t size);
  * `force`); returns when the next one falls due (UINT64_MAX: none). */
 uint64_t hz_large_purge(uint64_t now, bool force);
 uint64_t hz_large_purge_next(void);
-/* Mappings in the cache and their bytes. */
-void hz_large_cached(size_t *regions, size_t *bytes);
+/* Mappings in the cache, their bytes, and the bytes not yet purged. */
+void hz_large_cached(size_t *regions, size_t *bytes, size_t *dirty);
 
 void hz_large_fork_prepare(void);
 void hz_large_fork_parent(void);

@@ -117,7 +117,7 @@ HZ_EXPORT struct mallinfo2 mallinfo2(void) {
   info.uordblks = in_use;
   info.fordblks = mapped > in_use ? mapped - in_use : 0;
   info.fsmblks = memory.large_cached_bytes;
-  info.keepcost = memory.dirty_bytes + memory.large_cached_bytes;
+  info.keepcost = memory.dirty_bytes + memory.large_dirty_bytes;
   return info;
 }
 

@@ -107,10 +107,11 @@ void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
               (unsigned long long)GET(large_allocs),
               (unsigned long long)GET(large_reuses),
               (unsigned long long)GET(large_frees), GET(large_live_bytes));
-  hz_os_print("  cached         %zu large mappings (%zu bytes), %zu empty "
-              "segments, %zu bytes of free pages not yet purged\n",
-              m->large_cached, m->large_cached_bytes, m->segments_cached,
-              m->dirty_bytes);
+  hz_os_print("  cached         %zu large mappings (%zu bytes, %zu not yet "
+              "purged), %zu empty segments, %zu bytes of free pages not yet "
+              "purged\n",
+              m->large_cached, m->large_cached_bytes, m->large_dirty_bytes,
+              m->segments_cached, m->dirty_bytes);
   hz_os_print("  segments       %zu live\n", m->segments);
   hz_os_print("  os             %llu mmap, %llu munmap, %llu mremap, %llu "
               "madvise; %zu bytes mapped, %zu bytes purged\n",

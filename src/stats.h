@@ -36,6 +36,7 @@ typedef struct {
   size_t dirty_bytes;        /* free slices of segments not yet purged */
   size_t large_cached;       /* freed large mappings kept for reuse */
   size_t large_cached_bytes; /* their mapped bytes */
+  size_t large_dirty_bytes;  /* of those, not yet purged */
 } hz_memory_summary_t;
 
 typedef struct {
