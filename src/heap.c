@@ -536,11 +536,11 @@ static void heap_discard_free_blocks(hz_heap_t *heap) {
     hz_page_discard_free(page, lazy);
 }
 
-void hz_heap_collect(hz_heap_t *heap, bool take_bins) {
+void hz_heap_collect(hz_heap_t *heap, bool purge, bool take_bins) {
   heap->stats.collections++;
-  if (take_bins) heap_take_bins(heap);
+  if (purge && take_bins) heap_take_bins(heap);
   heap_collect(heap);
-  heap_discard_free_blocks(heap);
+  if (purge) heap_discard_free_blocks(heap);
   heap->collect_seen =
       atomic_load_explicit(&heap->activity, memory_order_relaxed);
   heap->collect_clean = true;

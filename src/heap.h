@@ -160,11 +160,11 @@ bool hz_heap_claim(hz_heap_t *heap, uintptr_t token, bool idle_only);
  * paths, so the claim is exclusive until released. */
 bool hz_heap_owner_quiet(hz_heap_t *heap);
 /* Give back what a claimed heap holds: publish its stash, take its inbox
- * home to the pages, return empty and spare pages and the memory of free
- * blocks in pages still in use. With `take_bins` (membarrier works) also
- * all but the top block of each bin, which the owner's fast path may be
- * using at that very moment. */
-void hz_heap_collect(hz_heap_t *heap, bool take_bins);
+ * home to the pages, return empty and spare pages. With `purge` also the
+ * memory of free blocks in pages still in use, and, with `take_bins`
+ * (membarrier works), all but the top block of each bin, which the owner's
+ * fast path may be using at that very moment. */
+void hz_heap_collect(hz_heap_t *heap, bool purge, bool take_bins);
 void hz_heap_release_claim(hz_heap_t *heap);
 /* The owner gives back all it can, bins included, and the memory of the
  * free blocks in its pages (malloc_trim). */

@@ -137,7 +137,7 @@ void hz_thread_reclaim_pooled(void) {
   bool claimed = heap != NULL && hz_heap_claim(heap, token, false);
   pthread_mutex_unlock(&pool_lock);
   if (claimed) {
-    hz_heap_collect(heap, false); /* pooled: its bins were flushed */
+    hz_heap_collect(heap, false, false); /* recycle only, no purge */
     hz_heap_release_claim(heap);
   }
   if (heap != NULL) {
@@ -172,7 +172,7 @@ static void collect_round(hz_heap_t *self, bool idle_only) {
       quiet = heap->state == HZ_HEAP_POOLED;
       pthread_mutex_unlock(&pool_lock);
     }
-    if (quiet) hz_heap_collect(heap, barrier);
+    if (quiet) hz_heap_collect(heap, true, barrier);
     hz_heap_release_claim(heap);
   }
 }
