@@ -42,7 +42,7 @@ static large_list_t large_cache[LARGE_CLASS_COUNT];
 static size_t large_cached_bytes, large_cached_count;
 static size_t large_dirty_bytes; /* cached and not yet purged */
 /* Cached mappings not yet purged, oldest first (by purge_next/prev). */
-static hz_segment_t *dirty_first, *dirty_last;
+static hz_segment_queue_t dirty_queue;
 static _Atomic uint64_t large_next_due = UINT64_MAX;
 
 /* ---------------------------------------------------------------------------
@@ -74,32 +74,18 @@ static size_t cache_cap(void) {
  * ------------------------------------------------------------------------- */
 static void dirty_remove(hz_segment_t *seg) {
   large_dirty_bytes -= seg->map_size;
-  if (seg->purge_prev != NULL)
-    seg->purge_prev->purge_next = seg->purge_next;
-  else
-    dirty_first = seg->purge_next;
-  if (seg->purge_next != NULL)
-    seg->purge_next->purge_prev = seg->purge_prev;
-  else
-    dirty_last = seg->purge_prev;
-  seg->purge_next = seg->purge_prev = NULL;
+  hz_segment_queue_remove(&dirty_queue, seg);
 }
 
 static void dirty_append(hz_segment_t *seg, uint64_t due) {
   large_dirty_bytes += seg->map_size;
-  seg->purge_due = due;
-  seg->purge_next = NULL;
-  seg->purge_prev = dirty_last;
-  if (dirty_last != NULL)
-    dirty_last->purge_next = seg;
-  else
-    dirty_first = seg;
-  dirty_last = seg;
+  hz_segment_queue_append(&dirty_queue, seg, due);
 }
 
 static void publish_next_due(void) {
-  uint64_t due = dirty_first != NULL ? dirty_first->purge_due : UINT64_MAX;
-  atomic_store_explicit(&large_next_due, due, memory_order_relaxed);
+  atomic_store_explicit(&large_next_due,
+                        hz_segment_queue_next_due(&dirty_queue),
+                        memory_order_relaxed);
 }
 
 static void cache_unlink(hz_segment_t *seg) {
@@ -287,11 +273,6 @@ int hz_large_owns(const hz_segment_t *seg, const void *p) {
          (const uint8_t *)p == seg->pages[0].start;
 }
 
-static uint64_t due_from(uint64_t now) {
-  long delay = hz_option(HZ_OPTION_PURGE_DELAY_MS);
-  return delay < 0 ? UINT64_MAX : now + (uint64_t)delay;
-}
-
 static bool discard_region(hz_segment_t *seg) {
   return hz_os_discard((uint8_t *)seg + HZ_SEGMENT_HEADER_SIZE,
                        seg->map_size - HZ_SEGMENT_HEADER_SIZE,
@@ -327,7 +308,7 @@ void hz_large_free(hz_segment_t *seg) {
     seg->dirty_slices = 0;
     seg->touched = HZ_SEGMENT_HEADER_SIZE;
   }
-  cache_put(seg, due_from(hz_os_now_ms()));
+  cache_put(seg, hz_segment_purge_due_from(hz_os_now_ms()));
 }
 
 size_t hz_large_usable_size(const hz_segment_t *seg, const void *p) {
@@ -392,7 +373,7 @@ void *hz_large_realloc(hz_segment_t *seg, void *p, size_t size) {
 uint64_t hz_large_purge(uint64_t now, bool force) {
   for (;;) {
     pthread_mutex_lock(&large_lock);
-    hz_segment_t *seg = dirty_first;
+    hz_segment_t *seg = dirty_queue.first;
     if (seg == NULL || (!force && seg->purge_due > now)) {
       pthread_mutex_unlock(&large_lock);
       return atomic_load_explicit(&large_next_due, memory_order_relaxed);

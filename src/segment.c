@@ -37,7 +37,7 @@ static hz_segment_t *segment_all;   /* mapped page segments, by all_next */
 static size_t segment_cache_count;
 static _Atomic size_t segment_live;
 /* Dirty segments, oldest first (purge_due grows along the list). */
-static hz_segment_t *purge_first, *purge_last;
+static hz_segment_queue_t purge_queue;
 static _Atomic uint64_t purge_next_due = UINT64_MAX;
 static _Atomic size_t dirty_bytes;
 static int segment_huge = -1; /* THP backs our segments (-1: not known) */
@@ -153,32 +153,43 @@ static uint64_t page_slices(const hz_segment_t *seg, const hz_page_t *page) {
   return bits << first;
 }
 
-static void purge_list_remove(hz_segment_t *seg) {
+void hz_segment_queue_remove(hz_segment_queue_t *q, hz_segment_t *seg) {
   if (seg->purge_prev != NULL)
     seg->purge_prev->purge_next = seg->purge_next;
   else
-    purge_first = seg->purge_next;
+    q->first = seg->purge_next;
   if (seg->purge_next != NULL)
     seg->purge_next->purge_prev = seg->purge_prev;
   else
-    purge_last = seg->purge_prev;
+    q->last = seg->purge_prev;
   seg->purge_next = seg->purge_prev = NULL;
 }
 
-static void purge_list_append(hz_segment_t *seg, uint64_t due) {
+void hz_segment_queue_append(hz_segment_queue_t *q, hz_segment_t *seg,
+                             uint64_t due) {
   seg->purge_due = due;
   seg->purge_next = NULL;
-  seg->purge_prev = purge_last;
-  if (purge_last != NULL)
-    purge_last->purge_next = seg;
+  seg->purge_prev = q->last;
+  if (q->last != NULL)
+    q->last->purge_next = seg;
   else
-    purge_first = seg;
-  purge_last = seg;
+    q->first = seg;
+  q->last = seg;
+}
+
+uint64_t hz_segment_queue_next_due(const hz_segment_queue_t *q) {
+  return q->first != NULL ? q->first->purge_due : UINT64_MAX;
+}
+
+uint64_t hz_segment_purge_due_from(uint64_t now) {
+  long delay = hz_option(HZ_OPTION_PURGE_DELAY_MS);
+  return delay < 0 ? UINT64_MAX : now + (uint64_t)delay;
 }
 
 static void purge_publish_next(void) {
-  uint64_t due = purge_first != NULL ? purge_first->purge_due : UINT64_MAX;
-  atomic_store_explicit(&purge_next_due, due, memory_order_relaxed);
+  atomic_store_explicit(&purge_next_due,
+                        hz_segment_queue_next_due(&purge_queue),
+                        memory_order_relaxed);
 }
 
 static void set_dirty(hz_segment_t *seg, uint64_t bits) {
@@ -197,14 +208,9 @@ static void clear_dirty(hz_segment_t *seg, uint64_t bits) {
       memory_order_relaxed);
   seg->dirty_slices &= ~bits;
   if (seg->dirty_slices == 0) {
-    purge_list_remove(seg);
+    hz_segment_queue_remove(&purge_queue, seg);
     purge_publish_next();
   }
-}
-
-static uint64_t purge_due_from(uint64_t now) {
-  long delay = hz_option(HZ_OPTION_PURGE_DELAY_MS);
-  return delay < 0 ? UINT64_MAX : now + (uint64_t)delay;
 }
 
 /* Give back the slices in `bits` (a run); slice 0 keeps the header. */
@@ -250,7 +256,8 @@ static void segment_note_free(hz_segment_t *seg, uint64_t bits) {
   bool was_clean = seg->dirty_slices == 0;
   set_dirty(seg, bits);
   if (was_clean) {
-    purge_list_append(seg, purge_due_from(hz_os_now_ms()));
+    hz_segment_queue_append(&purge_queue, seg,
+                            hz_segment_purge_due_from(hz_os_now_ms()));
     purge_publish_next();
   }
   if (hz_option(HZ_OPTION_PURGE_DELAY_MS) == 0) segment_purge_one(seg, false);
@@ -357,7 +364,7 @@ uint64_t hz_segment_purge(uint64_t now, bool force) {
   hz_segment_t *stop = NULL;
   for (;;) {
     pthread_mutex_lock(&segment_lock);
-    hz_segment_t *seg = purge_first;
+    hz_segment_t *seg = purge_queue.first;
     if (seg == NULL || seg == stop || (!force && seg->purge_due > now)) {
       if (force) segment_cache_trim(0);
       pthread_mutex_unlock(&segment_lock);
@@ -365,8 +372,9 @@ uint64_t hz_segment_purge(uint64_t now, bool force) {
     }
     segment_purge_one(seg, force);
     if (seg->dirty_slices != 0) { /* held back by huge pages: later */
-      purge_list_remove(seg);
-      purge_list_append(seg, purge_due_from(now));
+      hz_segment_queue_remove(&purge_queue, seg);
+      hz_segment_queue_append(&purge_queue, seg,
+                              hz_segment_purge_due_from(now));
       if (stop == NULL) stop = seg;
     }
     purge_publish_next();

@@ -58,6 +58,23 @@ _Static_assert(HZ_SEGMENT_SIZE / HZ_SLICE_SIZE == 64, "one bit per slice");
 
 extern _Atomic uint8_t hz_segment_map[HZ_SEGMENT_MAP_ENTRIES];
 
+/* Segments waiting for their purge, in due order, linked by
+ * purge_next/purge_prev: the segment box keeps one for segments with dirty
+ * slices, the large box one for cached mappings; each guards its own with
+ * its lock. */
+typedef struct {
+  hz_segment_t *first;
+  hz_segment_t *last;
+} hz_segment_queue_t;
+
+void hz_segment_queue_append(hz_segment_queue_t *q, hz_segment_t *seg,
+                             uint64_t due);
+void hz_segment_queue_remove(hz_segment_queue_t *q, hz_segment_t *seg);
+/* When the first one falls due (UINT64_MAX: the queue is empty). */
+uint64_t hz_segment_queue_next_due(const hz_segment_queue_t *q);
+/* now + the purge delay (UINT64_MAX when the delay is -1: never). */
+uint64_t hz_segment_purge_due_from(uint64_t now);
+
 /* The segment p would belong to, if it is ours. */
 HZ_INLINE hz_segment_t *hz_segment_base(const void *p) {
   return (hz_segment_t *)(((uintptr_t)p - 1) & ~(uintptr_t)HZ_SEGMENT_MASK);
