@@ -127,22 +127,27 @@ void hz_os_no_huge_pages(void *addr, size_t size) {
   errno = saved;
 }
 
-bool hz_os_thp_always(void) {
+/* Read up to size - 1 bytes of a small file (procfs, sysfs) into buf,
+ * NUL-terminated; false if it cannot be read. errno is kept. */
+static bool os_read_small_file(const char *path, char *buf, size_t size) {
   int saved = errno;
-  bool always = false;
-  int fd =
-      open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);
+  ssize_t n = -1;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd >= 0) {
-    char buf[128];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
+    n = read(fd, buf, size - 1);
     close(fd);
-    if (n > 0) {
-      buf[n] = 0;
-      always = strstr(buf, "[always]") != NULL;
-    }
   }
   errno = saved;
-  return always;
+  if (n <= 0) return false;
+  buf[n] = 0;
+  return true;
+}
+
+bool hz_os_thp_always(void) {
+  char buf[128];
+  return os_read_small_file("/sys/kernel/mm/transparent_hugepage/enabled", buf,
+                            sizeof buf) &&
+         strstr(buf, "[always]") != NULL;
 }
 
 bool hz_os_remap_in_place(void *addr, size_t old_size, size_t new_size) {
@@ -245,22 +250,13 @@ void hz_os_print(const char *fmt, ...) {
 }
 
 size_t hz_os_rss(void) {
+  char buf[128];
+  if (!os_read_small_file("/proc/self/statm", buf, sizeof buf)) return 0;
   int saved = errno;
-  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-  size_t rss = 0;
-  if (fd >= 0) {
-    char buf[128];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n > 0) {
-      buf[n] = 0;
-      unsigned long size_pages = 0, rss_pages = 0;
-      if (sscanf(buf, "%lu %lu", &size_pages, &rss_pages) == 2)
-        rss = rss_pages * hz_os_page_size();
-    }
-  }
+  unsigned long size_pages = 0, rss_pages = 0;
+  int fields = sscanf(buf, "%lu %lu", &size_pages, &rss_pages);
   errno = saved;
-  return rss;
+  return fields == 2 ? rss_pages * hz_os_page_size() : 0;
 }
 
 #ifdef HZ_DEBUG
