@@ -536,34 +536,36 @@ static void heap_discard_free_blocks(hz_heap_t *heap) {
     hz_page_discard_free(page, lazy);
 }
 
+/* Only a collection that purged leaves the heap clean for purge rounds:
+ * one that just recycled it still has free blocks to discard. */
 void hz_heap_collect(hz_heap_t *heap, bool purge, bool take_bins) {
   heap->stats.collections++;
   if (purge && take_bins) heap_take_bins(heap);
   heap_collect(heap);
-  if (purge) heap_discard_free_blocks(heap);
+  if (!purge) return;
+  heap_discard_free_blocks(heap);
   heap->collect_seen =
       atomic_load_explicit(&heap->activity, memory_order_relaxed);
   heap->collect_clean = true;
 }
 
 /* The owner returns what it can: its bins too, then what a collector
- * would. Pages with live blocks stay with the heap while it is pooled. */
-void hz_heap_flush(hz_heap_t *heap) {
+ * would, and with `discard` the memory of free blocks in its pages. Pages
+ * with live blocks stay with the heap while it is pooled. */
+static void heap_give_back(hz_heap_t *heap, bool discard) {
   heap_enter(heap);
   for (int c = 0; c < HZ_CLASS_COUNT; c++) {
     hz_bin_t *bin = &heap->bins[c];
     heap_bin_spill(heap, bin, bin_count(bin));
   }
   heap_collect(heap);
+  if (discard) heap_discard_free_blocks(heap);
   heap_leave(heap);
 }
 
-void hz_heap_trim(hz_heap_t *heap) {
-  hz_heap_flush(heap);
-  heap_enter(heap);
-  heap_discard_free_blocks(heap);
-  heap_leave(heap);
-}
+void hz_heap_flush(hz_heap_t *heap) { heap_give_back(heap, false); }
+
+void hz_heap_trim(hz_heap_t *heap) { heap_give_back(heap, true); }
 
 void hz_heap_summarize_one(const hz_heap_t *heap, hz_heap_summary_t *out) {
   hz_stats_heap_add(&out->counters, &heap->stats);
