@@ -5,8 +5,10 @@
 #include "api.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "hakozuna.h"
 #include "heap.h"
 #include "large.h"
@@ -15,19 +17,143 @@
 #include "stats.h"
 #include "thread.h"
 
-HZ_EXPORT void *hz_malloc(size_t size) { return hz_heap_malloc(size); }
+/* ---------------------------------------------------------------------------
+ * Locating a pointer handed back to us
+ * ------------------------------------------------------------------------- */
+typedef struct {
+  uint8_t *block; /* start of the block p lies in */
+  size_t room;    /* bytes from p to the end of the block */
+  unsigned cls;   /* size class; 0 for a large block */
+  bool aligned;   /* p may be inside the block (memalign) */
+} api_block_t;
 
-HZ_EXPORT void hz_free(void *ptr) { hz_heap_free(ptr); }
+/* Find the live block p belongs to; false, reported as `what`, when p is
+ * not ours or not a block start (inside a block only where memalign put
+ * it). Any thread may ask, so only blocks that fit the page are trusted,
+ * not only those carved. */
+static bool api_locate(const void *p, const char *what, api_block_t *out) {
+  hz_segment_t *seg = hz_segment_of(p);
+  if (seg == NULL) {
+    hz_check_report(what, p, "not allocated by hakozuna");
+    return false;
+  }
+  if (seg->kind == HZ_SEGMENT_LARGE) {
+    if (!hz_large_owns(seg, p)) {
+      if (hz_large_was_freed(seg, p))
+        hz_check_fail(strcmp(what, "invalid free") == 0 ? "double free"
+                                                        : "use after free",
+                      p, 0, hz_large_usable_size(seg, p));
+      else
+        hz_check_report(what, p, "not an allocated block");
+      return false;
+    }
+    *out = (api_block_t){(uint8_t *)p, hz_large_usable_size(seg, p), 0, false};
+    return true;
+  }
+  hz_page_t *page = hz_segment_page_of(seg, p);
+  if (hz_page_heap(page) == NULL) {
+    hz_check_report(what, p, "not an allocated block");
+    return false;
+  }
+  out->cls = page->class_id;
+  out->aligned = hz_page_has_aligned(page);
+  const uint8_t *b = p;
+  bool inside = b >= page->start && (size_t)(b - page->start) <
+                                        (size_t)page->reserved * page->block_size;
+  if (hz_page_is_block(page, p, page->reserved))
+    out->block = (uint8_t *)p;
+  else if (out->aligned && inside)
+    out->block = (uint8_t *)hz_page_block_of(page, p);
+  else {
+    char line[96];
+    snprintf(line, sizeof line, "%s (not at the start of a block)", what);
+    hz_check_fail(line, p, page->class_id, page->block_size);
+    return false;
+  }
+  out->room = page->block_size - (size_t)(b - out->block);
+  return true;
+}
+
+/* ---------------------------------------------------------------------------
+ * Debug variant: every block carries a canary after the bytes asked for
+ * (check box); these wrap the plain paths, which the other variants use
+ * directly.
+ * ------------------------------------------------------------------------- */
+static size_t api_padded(size_t size) {
+  return size > HZ_REQUEST_MAX - HZ_CHECK_EXTRA ? SIZE_MAX
+                                                : size + HZ_CHECK_EXTRA;
+}
+
+static void *api_arm(void *p, size_t size, bool zeroed) {
+  api_block_t b;
+  if (p != NULL && api_locate(p, "canary", &b))
+    hz_check_canary_arm(p, size, b.room, zeroed);
+  return p;
+}
+
+/* The bytes the user asked for, after checking the canary. */
+static size_t api_checked_size(const void *p, const api_block_t *b) {
+  if (b->cls != 0 && !b->aligned && hz_check_is_marked(b->block))
+    hz_check_fail("double free", p, b->cls, 0);
+  return hz_check_canary_verify(p, b->room, b->cls);
+}
+
+static void api_debug_free(void *p) {
+  api_block_t b;
+  if (p == NULL || !api_locate(p, "invalid free", &b)) return;
+  api_checked_size(p, &b);
+  hz_check_fill_freed(p, b.room);
+  hz_heap_free(p);
+}
+
+/* ---------------------------------------------------------------------------
+ * malloc, free, calloc, usable size, realloc
+ * ------------------------------------------------------------------------- */
+HZ_EXPORT void *hz_malloc(size_t size) {
+  if (HZ_CANARY) return api_arm(hz_heap_malloc(api_padded(size)), size, false);
+  return hz_heap_malloc(size);
+}
+
+HZ_EXPORT void hz_free(void *ptr) {
+  if (HZ_CANARY)
+    api_debug_free(ptr);
+  else
+    hz_heap_free(ptr);
+}
+
+/* Secure variants: the size a sized free names must fit the block (and,
+ * in debug, be the size asked for). */
+static void api_check_sized(void *ptr, size_t size, bool aligned) {
+  api_block_t b;
+  if (ptr == NULL || !api_locate(ptr, "invalid free", &b)) return;
+  size_t asked = HZ_CANARY ? api_checked_size(ptr, &b) : size;
+  bool wrong_class = b.cls != 0 && !aligned && !b.aligned &&
+                     (size > HZ_SMALL_MAX || hz_sizeclass_of(size) != b.cls);
+  if (size > b.room || wrong_class || asked != size) {
+    char what[96];
+    snprintf(what, sizeof what, "sized delete mismatch (freed as %zu bytes)",
+             size);
+    hz_check_fail(what, ptr, b.cls, b.cls != 0 ? 0 : b.room);
+  }
+}
 
 HZ_EXPORT void hz_free_sized(void *ptr, size_t size) {
-  (void)size;
-  hz_heap_free(ptr);
+  if (HZ_SECURE) api_check_sized(ptr, size, false);
+  hz_free(ptr);
 }
 
 HZ_EXPORT void hz_free_aligned_sized(void *ptr, size_t alignment, size_t size) {
   (void)alignment;
-  (void)size;
-  hz_heap_free(ptr);
+  if (HZ_SECURE && size != 0) api_check_sized(ptr, size, true);
+  hz_free(ptr);
+}
+
+static void *api_calloc(size_t total) {
+  /* The large box knows whether a mapping still reads as zeros. */
+  if (total > HZ_SMALL_MAX) return hz_large_alloc(total, 0, true);
+  void *p = hz_heap_malloc(total);
+  if (p != NULL) memset(p, 0, total);
+  return p;
 }
 
 HZ_EXPORT void *hz_calloc(size_t count, size_t size) {
@@ -36,66 +162,45 @@ HZ_EXPORT void *hz_calloc(size_t count, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  /* The large box knows whether a mapping still reads as zeros. */
-  if (total > HZ_SMALL_MAX) return hz_large_alloc(total, 0, true);
-  void *p = hz_heap_malloc(total);
-  if (p != NULL) memset(p, 0, total);
-  return p;
+  if (HZ_CANARY) return api_arm(api_calloc(api_padded(total)), total, true);
+  return api_calloc(total);
 }
 
 HZ_EXPORT size_t hz_usable_size(const void *ptr) {
-  if (ptr == NULL) return 0;
-  hz_segment_t *seg = hz_segment_of(ptr);
-  if (seg == NULL) {
-    hz_heap_invalid_pointer("usable size", ptr, "not allocated by hakozuna");
-    return 0;
-  }
-  if (seg->kind == HZ_SEGMENT_LARGE) {
-    if (hz_large_owns(seg, ptr)) return hz_large_usable_size(seg, ptr);
-    hz_heap_invalid_pointer("usable size", ptr, "not an allocated block");
-    return 0;
-  }
-  hz_page_t *page = hz_segment_page_of(seg, ptr);
-  if (hz_page_heap(page) == NULL) {
-    hz_heap_invalid_pointer("usable size", ptr, "not an allocated block");
-    return 0;
-  }
-  if (HZ_LIKELY(!hz_page_has_aligned(page))) return page->block_size;
-  const uint8_t *block = (const uint8_t *)hz_page_block_of(page, ptr);
-  return page->block_size - (size_t)((const uint8_t *)ptr - block);
+  api_block_t b;
+  if (ptr == NULL || !api_locate(ptr, "invalid malloc_usable_size", &b)) return 0;
+  return HZ_CANARY ? api_checked_size(ptr, &b) : b.room;
+}
+
+/* Debug: always a fresh block, so the canary moves with the size. */
+static void *api_realloc_copy(void *ptr, size_t size, size_t old) {
+  void *fresh = hz_malloc(size);
+  if (fresh == NULL) return NULL; /* the old block stays valid */
+  memcpy(fresh, ptr, size < old ? size : old);
+  hz_free(ptr);
+  return fresh;
 }
 
 HZ_EXPORT void *hz_realloc(void *ptr, size_t size) {
-  if (ptr == NULL) return hz_heap_malloc(size);
+  if (ptr == NULL) return hz_malloc(size);
   if (size == 0) {
-    hz_heap_free(ptr); /* glibc: realloc(p, 0) frees and returns NULL */
+    hz_free(ptr); /* glibc: realloc(p, 0) frees and returns NULL */
     return NULL;
   }
-  hz_segment_t *seg = hz_segment_of(ptr);
-  if (seg == NULL) {
-    hz_heap_invalid_pointer("invalid realloc", ptr,
-                            "not allocated by hakozuna");
+  api_block_t b;
+  if (!api_locate(ptr, "invalid realloc", &b)) {
     errno = ENOMEM;
     return NULL;
   }
+  if (HZ_CANARY) return api_realloc_copy(ptr, size, api_checked_size(ptr, &b));
   /* Large to large: resize the mapping, no copy. */
-  if (seg->kind == HZ_SEGMENT_LARGE && size > HZ_SMALL_MAX &&
-      hz_large_owns(seg, ptr)) {
-    void *moved = hz_large_realloc(seg, ptr, size);
+  if (b.cls == 0 && size > HZ_SMALL_MAX) {
+    void *moved = hz_large_realloc(hz_segment_base(ptr), ptr, size);
     if (moved != NULL) return moved;
   }
-  size_t usable = hz_usable_size(ptr);
-  if (usable == 0) { /* reported by hz_usable_size */
-    errno = ENOMEM;
-    return NULL;
-  }
   /* Keep the block when it fits and would not waste more than half. */
-  if (size <= usable && size >= usable / 2) return ptr;
-  void *fresh = hz_heap_malloc(size);
-  if (fresh == NULL) return NULL; /* the old block stays valid */
-  memcpy(fresh, ptr, size < usable ? size : usable);
-  hz_heap_free(ptr);
-  return fresh;
+  if (size <= b.room && size >= b.room / 2) return ptr;
+  return api_realloc_copy(ptr, size, b.room);
 }
 
 HZ_EXPORT void *hz_reallocarray(void *ptr, size_t count, size_t size) {
@@ -124,7 +229,7 @@ static void *api_aligned_small(size_t alignment, size_t size) {
   return aligned;
 }
 
-void *hz_api_memalign(size_t alignment, size_t size) {
+static void *api_memalign(size_t alignment, size_t size) {
   if (alignment <= HZ_MIN_ALIGN) return hz_heap_malloc(size);
   if (alignment & (alignment - 1)) {
     if (alignment > ((size_t)1 << 63)) {
@@ -140,6 +245,12 @@ void *hz_api_memalign(size_t alignment, size_t size) {
   if (size + alignment - HZ_MIN_ALIGN <= HZ_SMALL_MAX)
     return api_aligned_small(alignment, size);
   return hz_large_alloc(size, alignment, false);
+}
+
+void *hz_api_memalign(size_t alignment, size_t size) {
+  if (HZ_CANARY)
+    return api_arm(api_memalign(alignment, api_padded(size)), size, false);
+  return api_memalign(alignment, size);
 }
 
 HZ_EXPORT void *hz_memalign(size_t alignment, size_t size) {
@@ -189,7 +300,15 @@ HZ_EXPORT void hz_collect(bool force) {
   hz_purge_run(force);
 }
 
-/* HZ_SHOW_STATS=1: one report when the process exits. */
+/* HZ_SHOW_STATS=1: one report when the process exits; HZ_STATS_JSON=path:
+ * the same as JSON. */
 __attribute__((destructor)) static void api_exit_report(void) {
   if (hz_option_enabled(HZ_OPTION_SHOW_STATS)) hz_stats_print();
+  const char *path = hz_option_text(HZ_OPTION_STATS_JSON);
+  if (path == NULL) return;
+  hz_heap_summary_t summary;
+  hz_thread_summarize(&summary);
+  hz_memory_summary_t memory;
+  hz_api_memory_summary(&memory);
+  hz_stats_write_json(path, &summary, &memory);
 }

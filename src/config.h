@@ -35,6 +35,16 @@
 
 #define HZ_ALIGN_UP(x, a) (((x) + ((a)-1)) & ~((uintptr_t)(a)-1))
 
+/* Build variant, one source for three libraries: 0 release, 1 secure
+ * (libhakozuna-secure.so), 2 debug (libhakozuna-debug.so). Each level keeps
+ * the checks of the one below. Code tests these as plain constants, so the
+ * checks a variant leaves out are compiled away, not hidden behind #if. */
+#ifndef HZ_VARIANT
+#define HZ_VARIANT 0
+#endif
+#define HZ_SECURE (HZ_VARIANT >= 1) /* fail-fast checks and hardening */
+#define HZ_CANARY (HZ_VARIANT >= 2) /* fill bytes and a canary per block */
+
 #ifdef HZ_DEBUG
 void hz_debug_fail(const char *expr, const char *file, int line);
 #define HZ_ASSERT(x) ((x) ? (void)0 : hz_debug_fail(#x, __FILE__, __LINE__))

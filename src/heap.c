@@ -215,15 +215,10 @@ static void heap_unfull(hz_heap_t *heap, hz_page_t *page) {
   queue_push_back(&heap->queues[page->class_id], page);
 }
 
-static hz_block_t *block_start(const hz_page_t *page, void *p) {
-  return hz_page_has_aligned(page) ? hz_page_block_of(page, p)
-                                   : (hz_block_t *)p;
-}
-
 /* Put a block of ours (a block start) back on its page. */
 static void heap_page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
   HZ_ASSERT(page->used > 0);
-  block->next = page->local_free;
+  hz_block_set_next(block, page->local_free);
   page->local_free = block;
   page->used--;
   if (page->in_full) heap_unfull(heap, page);
@@ -252,50 +247,96 @@ static void heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n) {
   bin->top = bin->base + left;
 }
 
-/* A free by the owner that missed the fast path: interior pointer, or a
- * full bin. */
-static void heap_free_local(hz_heap_t *heap, hz_page_t *page, void *p) {
+/* Publish the thread's live count of class `cls` to the process-wide one
+ * once it has moved by a bin's worth, so the peak stays close while the
+ * shared counter is touched rarely (never on a fast path). */
+#define LIVE_PUBLISH_STEP 64
+
+static void heap_publish_live(hz_bin_t *bin, uint8_t cls, bool always) {
+  int64_t net = (int64_t)(bin->allocs - bin->frees);
+  int64_t delta = net - bin->published;
+  if (!always && delta < LIVE_PUBLISH_STEP && delta > -LIVE_PUBLISH_STEP)
+    return;
+  bin->published = net;
+  hz_stats_add_live(cls, delta);
+}
+
+void hz_heap_free_full_bin(hz_heap_t *heap, hz_page_t *page, void *p) {
+  heap_enter(heap);
   hz_bin_t *bin = &heap->bins[page->class_id];
   if (bin->top == bin->limit)
     heap_bin_spill(heap, bin, (bin_capacity_of(bin) + 1) / 2);
-  *bin->top++ = block_start(page, p);
+  *bin->top++ = p;
+  heap_publish_live(bin, page->class_id, false);
+  heap_leave(heap);
 }
 
-void hz_heap_invalid_pointer(const char *what, const void *p,
-                             const char *context) {
-  hz_os_message("error: %s of %p (%s)", what, p, context);
+void hz_heap_bad_free(const hz_page_t *page, const void *p) {
+  hz_check_fail("invalid free (not at the start of a block)", p,
+                page->class_id, page->block_size);
+}
+
+/* The block a free of p on this page gives back, or NULL (reported) when p
+ * is no block start: inside a block only on pages with aligned blocks.
+ * Other threads check against the blocks that fit, not those carved. */
+static hz_block_t *heap_block_to_free(const hz_page_t *page, void *p,
+                                      bool owner) {
+  uint32_t limit = owner ? page->capacity : page->reserved;
+  if (hz_page_is_block(page, p, limit)) return p;
+  if (hz_page_has_aligned(page) && (uint8_t *)p >= page->start &&
+      (size_t)((uint8_t *)p - page->start) < (size_t)limit * page->block_size)
+    return hz_page_block_of(page, p);
+  hz_heap_bad_free(page, p);
+  return NULL;
 }
 
 /* A block of another heap's page: into our stash. */
-static void heap_free_remote(hz_heap_t *heap, hz_page_t *page, void *p) {
-  hz_block_t *block = block_start(page, p);
+static void heap_free_remote(hz_heap_t *heap, hz_page_t *page,
+                             hz_block_t *block) {
   hz_inbox_t *dest = &hz_page_heap(page)->inbox;
+  hz_bin_t *bin = &heap->bins[page->class_id];
+  bin->remote_frees++;
   heap->stats.remote_frees++;
   heap->stats.batches_published +=
       hz_remote_stash(&heap->stash, dest, block, page->block_size);
+  heap_publish_live(bin, page->class_id, false);
 }
 
+static void heap_free_large(hz_segment_t *seg, void *p) {
+  if (seg->kind == HZ_SEGMENT_LARGE && hz_large_owns(seg, p)) {
+    hz_large_free(seg);
+    hz_purge_tick();
+  } else if (seg->kind == HZ_SEGMENT_LARGE && hz_large_was_freed(seg, p)) {
+    hz_check_fail("double free", p, 0, hz_large_usable_size(seg, p));
+  } else {
+    hz_check_report("invalid free", p, "not an allocated block");
+  }
+}
+
+/* Every free the fast path did not finish: a page of another heap, a page
+ * with a flag (aligned blocks), a large block, or a thread without heap. */
 void hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
                           void *p) {
   hz_heap_t *owner = hz_page_heap(page);
   if (owner == NULL) {
-    if (seg->kind == HZ_SEGMENT_LARGE && hz_large_owns(seg, p)) {
-      hz_large_free(seg);
-      hz_purge_tick();
-    } else {
-      hz_heap_invalid_pointer("invalid free", p, "not an allocated block");
-    }
+    heap_free_large(seg, p);
     return;
   }
+  hz_block_t *block = heap_block_to_free(page, p, owner == heap);
+  if (block == NULL) return;
+  hz_check_freeing(block, page->class_id, page->block_size);
   if (heap->state == HZ_HEAP_EMPTY) { /* exiting thread: straight home */
-    hz_remote_push_one(&owner->inbox, block_start(page, p));
+    hz_stats_count_orphan_free(page->class_id);
+    hz_remote_push_one(&owner->inbox, block);
+    return;
+  }
+  heap->bins[page->class_id].frees++;
+  if (owner == heap) {
+    hz_heap_free_full_bin(heap, page, block);
     return;
   }
   heap_enter(heap);
-  if (owner == heap)
-    heap_free_local(heap, page, p);
-  else
-    heap_free_remote(heap, page, p);
+  heap_free_remote(heap, page, block);
   heap_leave(heap);
 }
 
@@ -319,15 +360,19 @@ static void heap_drain_inbox(hz_heap_t *heap, bool into_bins) {
   }
   int n = 0;
   for (; block != NULL && n < DRAIN_BUDGET; n++) {
-    hz_block_t *next = block->next;
+    hz_block_t *next = hz_block_next(block);
+    if (HZ_SECURE && next != NULL && !hz_segment_owns(next))
+      hz_check_report("corrupted free list (freed block overwritten) at",
+                      block, "a block sent back by another thread");
     hz_block_t *ahead = hz_remote_skip(block);
     if (ahead != NULL) __builtin_prefetch(ahead, 1);
     hz_page_t *page = block_page(block);
     HZ_ASSERT(hz_page_heap(page) == heap);
     hz_bin_t *bin = &heap->bins[page->class_id];
-    if (into_bins && bin->top != bin->limit)
+    if (into_bins && bin->top != bin->limit) {
+      hz_check_binned(block);
       *bin->top++ = block; /* straight to malloc, no page round trip */
-    else
+    } else
       heap_page_put(heap, page, block);
     block = next;
   }
@@ -412,8 +457,10 @@ static bool heap_refill(hz_heap_t *heap, uint8_t cls) {
     hz_block_t *block = page->free;
     uint32_t taken = 0;
     for (; block != NULL && bin->top < want; taken++) {
+      hz_block_t *next = hz_page_next(page, block);
+      hz_check_binned(block);
       *bin->top++ = block;
-      block = block->next;
+      block = next;
     }
     page->free = block;
     page->used = (uint16_t)(page->used + taken);
@@ -433,10 +480,14 @@ void *hz_heap_malloc_slow(hz_heap_t *heap, size_t size) {
   uint8_t cls = hz_sizeclass_of(size);
   hz_bin_t *bin = &heap->bins[cls];
   void *block = NULL;
-  if (bin->top != bin->base || heap_refill(heap, cls))
+  if (bin->top != bin->base || heap_refill(heap, cls)) {
     block = *--bin->top;
-  else
+    bin->allocs++;
+    hz_check_handing_out(block, cls);
+    heap_publish_live(bin, cls, false);
+  } else {
     errno = ENOMEM;
+  }
   heap_leave(heap);
   return block;
 }
@@ -557,6 +608,7 @@ static void heap_give_back(hz_heap_t *heap, bool discard) {
   for (int c = 0; c < HZ_CLASS_COUNT; c++) {
     hz_bin_t *bin = &heap->bins[c];
     heap_bin_spill(heap, bin, bin_count(bin));
+    heap_publish_live(bin, (uint8_t)c, true);
   }
   heap_collect(heap);
   if (discard) heap_discard_free_blocks(heap);
@@ -569,6 +621,12 @@ void hz_heap_trim(hz_heap_t *heap) { heap_give_back(heap, true); }
 
 void hz_heap_summarize_one(const hz_heap_t *heap, hz_heap_summary_t *out) {
   hz_stats_heap_add(&out->counters, &heap->stats);
+  for (int c = 1; c < HZ_CLASS_COUNT; c++) {
+    const hz_bin_t *bin = &heap->bins[c];
+    out->classes[c].allocs += bin->allocs;
+    out->classes[c].frees += bin->frees;
+    out->classes[c].remote_frees += bin->remote_frees;
+  }
   out->heaps_total++;
   if (heap->state == HZ_HEAP_POOLED) out->heaps_pooled++;
 }

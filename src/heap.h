@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "check.h"
 #include "config.h"
 #include "page.h"
 #include "remote.h"
@@ -58,16 +59,26 @@ typedef enum {
  * top == limit. All three are NULL in the constant empty heap (no block,
  * no room). A collector may raise `base` of an idle heap's bin and take
  * the slots below (see hz_heap_collect); the owner's next slow path moves
- * what is left back to the start. 32 bytes, so a class indexes it with a
+ * what is left back to the start.
+ *
+ * The bin also counts what its thread did with the class: plain stores by
+ * the owner, on the cache line the fast path touches anyway; the report
+ * adds them up over every heap. `published` is the part of
+ * allocs - frees already added to the process-wide live count (stats
+ * box), which keeps the peak. 64 bytes, so a class indexes it with a
  * shift. */
 typedef struct {
   void **top;
   void **base;
   void **limit;
   void **stolen_end; /* a collector took the slots below this (NULL: none) */
+  uint64_t allocs;
+  uint64_t frees;        /* remote ones included */
+  uint64_t remote_frees; /* blocks of other heaps' pages */
+  int64_t published;
 } hz_bin_t;
 
-_Static_assert(sizeof(hz_bin_t) == 32, "bins are indexed with a shift");
+_Static_assert(sizeof(hz_bin_t) == 64, "bins are indexed with a shift");
 
 typedef struct hz_heap_s {
   /* Fast path: the blocks malloc pops, per class. Heaps are 64-byte
@@ -106,9 +117,11 @@ HZ_INLINE hz_heap_t *hz_heap_current(void) { return hz_heap_tls; }
 void *hz_heap_malloc_slow(hz_heap_t *heap, size_t size);
 void hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
                           void *p);
-/* Report and ignore a pointer that is not a live hakozuna block. */
-void hz_heap_invalid_pointer(const char *what, const void *p,
-                             const char *context);
+/* The owner frees block p of page into its bin, making room if full. */
+void hz_heap_free_full_bin(hz_heap_t *heap, hz_page_t *page, void *p);
+/* Report a free of p, a pointer into one of our pages that is no block
+ * start there. */
+void hz_heap_bad_free(const hz_page_t *page, const void *p);
 
 /* Pop a block of class `cls`, or take the slow path. */
 HZ_INLINE void *hz_heap_malloc_class(hz_heap_t *heap, size_t cls, size_t size) {
@@ -116,7 +129,10 @@ HZ_INLINE void *hz_heap_malloc_class(hz_heap_t *heap, size_t cls, size_t size) {
   void **top = bin->top;
   if (HZ_UNLIKELY(top <= bin->base)) return hz_heap_malloc_slow(heap, size);
   bin->top = --top;
-  return *top;
+  bin->allocs++;
+  void *block = *top;
+  hz_check_handing_out(block, (unsigned)cls);
+  return block;
 }
 
 /* The two branches of hz_sizeclass_of written out, so the table case and
@@ -130,10 +146,13 @@ HZ_INLINE void *hz_heap_malloc(size_t size) {
   return hz_heap_malloc_slow(heap, size);
 }
 
+/* A pointer that is not ours is reported and never written to; on our own
+ * pages p must be a block start (a multiply and a compare) before it goes
+ * into the bin. */
 HZ_INLINE void hz_heap_free(void *p) {
   if (HZ_UNLIKELY(!hz_segment_owns(p))) {
     if (p != NULL)
-      hz_heap_invalid_pointer("invalid free", p, "not allocated by hakozuna");
+      hz_check_report("invalid free", p, "not allocated by hakozuna");
     return;
   }
   hz_segment_t *seg = hz_segment_base(p);
@@ -141,13 +160,21 @@ HZ_INLINE void hz_heap_free(void *p) {
   hz_heap_t *heap = hz_heap_current();
   /* One compare: our page, and no flag asks for the slow path. */
   if (HZ_LIKELY(hz_page_owner_word(page) == (uintptr_t)heap)) {
+    if (HZ_UNLIKELY(!hz_page_is_block(page, p, page->capacity))) {
+      hz_heap_bad_free(page, p);
+      return;
+    }
+    hz_check_freeing(p, page->class_id, page->block_size);
     hz_bin_t *bin = &heap->bins[page->class_id];
+    bin->frees++;
     void **top = bin->top;
     if (HZ_LIKELY(top != bin->limit)) {
       *top = p;
       bin->top = top + 1;
       return;
     }
+    hz_heap_free_full_bin(heap, page, p);
+    return;
   }
   hz_heap_free_generic(heap, seg, page, p);
 }

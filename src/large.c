@@ -24,6 +24,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "check.h"
 #include "options.h"
 #include "os.h"
 #include "stats.h"
@@ -163,6 +164,7 @@ static size_t faults_for(const hz_segment_t *seg, size_t need) {
 static hz_segment_t *cache_take(size_t need) {
   unsigned c = class_ceil(need);
   unsigned from = c > LARGE_BORROW + 1 ? c - LARGE_BORROW - 1 : 0;
+  if (HZ_SECURE) from = c; /* guard pages split the mapping: no mremap */
   unsigned to = c + LARGE_BORROW;
   if (to >= LARGE_CLASS_COUNT) to = LARGE_CLASS_COUNT - 1;
   hz_segment_t *best = NULL;
@@ -216,6 +218,7 @@ static hz_segment_t *map_region(size_t map_size, size_t map_align,
   seg->map_size = map_size;
   seg->zeroed = 1;
   seg->touched = HZ_SEGMENT_HEADER_SIZE;
+  hz_segment_guard(seg, map_size);
   hz_segment_register(seg);
   return seg;
 }
@@ -243,7 +246,7 @@ void *hz_large_alloc(size_t size, size_t align, bool zero) {
     errno = ENOMEM;
     return NULL;
   }
-  size_t need = HZ_ALIGN_UP(offset + size, page);
+  size_t need = HZ_ALIGN_UP(offset + size, page) + HZ_GUARD_SIZE;
   hz_segment_t *seg = NULL;
   if (align <= HZ_SEGMENT_SIZE && need <= cache_cap()) seg = cache_reuse(need);
   uint8_t *block;
@@ -270,6 +273,11 @@ void *hz_large_alloc(size_t size, size_t align, bool zero) {
 
 int hz_large_owns(const hz_segment_t *seg, const void *p) {
   return seg->kind == HZ_SEGMENT_LARGE && seg->used_pages == 1 &&
+         (const uint8_t *)p == seg->pages[0].start;
+}
+
+bool hz_large_was_freed(const hz_segment_t *seg, const void *p) {
+  return seg->kind == HZ_SEGMENT_LARGE && seg->used_pages == 0 &&
          (const uint8_t *)p == seg->pages[0].start;
 }
 
@@ -303,7 +311,7 @@ void hz_large_free(hz_segment_t *seg) {
   }
   /* A zero delay purges at once, before other threads can see it. */
   seg->dirty_slices = 1;
-  if (hz_option(HZ_OPTION_PURGE_DELAY_MS) == 0) {
+  if (hz_option(HZ_OPTION_PURGE_DELAY_MS) == 0 || hz_check_zero_on_free) {
     seg->zeroed = discard_region(seg);
     seg->dirty_slices = 0;
     seg->touched = HZ_SEGMENT_HEADER_SIZE;
@@ -311,8 +319,10 @@ void hz_large_free(hz_segment_t *seg) {
   cache_put(seg, hz_segment_purge_due_from(hz_os_now_ms()));
 }
 
+/* Up to the guard page that ends the mapping in the secure variants. */
 size_t hz_large_usable_size(const hz_segment_t *seg, const void *p) {
-  return (size_t)((const uint8_t *)seg + seg->map_size - (const uint8_t *)p);
+  return (size_t)((const uint8_t *)seg + seg->map_size - HZ_GUARD_SIZE -
+                  (const uint8_t *)p);
 }
 
 /* ---------------------------------------------------------------------------
@@ -344,11 +354,13 @@ void *hz_large_realloc(hz_segment_t *seg, void *p, size_t size) {
   size_t offset = (size_t)((uint8_t *)p - (uint8_t *)seg);
   size_t page = hz_os_page_size();
   if (size > HZ_REQUEST_MAX - offset - page) return NULL;
-  size_t need = HZ_ALIGN_UP(offset + size, page);
+  size_t need = HZ_ALIGN_UP(offset + size, page) + HZ_GUARD_SIZE;
   size_t old_size = seg->map_size;
   if (need <= old_size) {
-    /* Shrink in place when more than half would be left unused. */
-    if (need < old_size / 2 && hz_os_remap_in_place(seg, old_size, need)) {
+    /* Shrink in place when more than half would be left unused (not
+     * across the guard pages of the secure variants). */
+    if (!HZ_SECURE && need < old_size / 2 &&
+        hz_os_remap_in_place(seg, old_size, need)) {
       seg->map_size = need;
       if (seg->touched > need) seg->touched = need;
       hz_stats_count_large_resize(old_size, need);
@@ -356,7 +368,8 @@ void *hz_large_realloc(hz_segment_t *seg, void *p, size_t size) {
     if (seg->touched < offset + size) seg->touched = offset + size;
     return p;
   }
-  if (offset >= HZ_SEGMENT_SIZE) return NULL; /* over-aligned: copy */
+  /* Over-aligned, or split by guard pages: the caller copies. */
+  if (offset >= HZ_SEGMENT_SIZE || HZ_SECURE) return NULL;
   hz_segment_t *grown = region_grow(seg, mapping_size(need));
   if (grown == NULL) return NULL;
   hz_stats_count_large_resize(old_size, grown->map_size);

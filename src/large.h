@@ -19,6 +19,9 @@ void hz_large_free(hz_segment_t *seg);
 size_t hz_large_usable_size(const hz_segment_t *seg, const void *p);
 /* True if p is the live block of this large segment. */
 int hz_large_owns(const hz_segment_t *seg, const void *p);
+/* True if p was the block of this large segment and has been freed (the
+ * mapping is cached): a second free. */
+bool hz_large_was_freed(const hz_segment_t *seg, const void *p);
 /* Resize the block p of seg to `size` (above HZ_SMALL_MAX) without
  * copying: in place, or by moving its pages with mremap. NULL when it
  * cannot (p is unchanged then). */

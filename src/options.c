@@ -12,8 +12,10 @@
 
 typedef struct {
   const char *name; /* without the HZ_ prefix */
-  long value;       /* starts as the default */
+  long value;       /* starts as the default; 1 when a text option is set */
   const char *description;
+  bool is_text; /* the value is the text itself (a path) */
+  const char *text;
 } option_entry_t;
 
 static option_entry_t option_table[HZ_OPTION_COUNT] = {
@@ -37,6 +39,13 @@ static option_entry_t option_table[HZ_OPTION_COUNT] = {
     [HZ_OPTION_LARGE_CACHE_MAX] = {"LARGE_CACHE_MAX", 0,
                                    "bytes of freed large blocks kept for "
                                    "reuse (default: RAM/32, 64M..1G)"},
+    [HZ_OPTION_STATS_JSON] = {"STATS_JSON", 0,
+                              "write the statistics report as JSON to this "
+                              "path at exit",
+                              .is_text = true},
+    [HZ_OPTION_ZERO_ON_FREE] = {"ZERO_ON_FREE", 0,
+                                "zero every block when it is freed (secure "
+                                "and debug variants)"},
 };
 
 /* Defaults that depend on the machine. */
@@ -104,7 +113,10 @@ void hz_options_init(void) {
     const char *text = hz_os_getenv(name);
     if (text == NULL) continue;
     long value;
-    if (hz_options_parse(text, &value))
+    if (entry->is_text) {
+      entry->text = text;
+      entry->value = *text != 0;
+    } else if (hz_options_parse(text, &value))
       entry->value = value;
     else
       hz_os_message("warning: ignoring bad value %s=\"%s\" (keeping %ld)", name,
@@ -119,8 +131,18 @@ bool hz_option_enabled(hz_option_t option) {
   return option_table[option].value != 0;
 }
 
+const char *hz_option_text(hz_option_t option) {
+  return option_table[option].text;
+}
+
 void hz_options_print(void) {
-  for (int i = 0; i < HZ_OPTION_COUNT; i++)
-    hz_os_message("option HZ_%s=%ld  (%s)", option_table[i].name,
-                  option_table[i].value, option_table[i].description);
+  for (int i = 0; i < HZ_OPTION_COUNT; i++) {
+    const option_entry_t *entry = &option_table[i];
+    if (entry->is_text)
+      hz_os_message("option HZ_%s=%s  (%s)", entry->name,
+                    entry->text != NULL ? entry->text : "", entry->description);
+    else
+      hz_os_message("option HZ_%s=%ld  (%s)", entry->name, entry->value,
+                    entry->description);
+  }
 }

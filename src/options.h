@@ -13,12 +13,16 @@ typedef enum {
   HZ_OPTION_PURGE_THREAD,    /* a background thread purges idle memory */
   HZ_OPTION_THP,             /* let the kernel back memory with huge pages */
   HZ_OPTION_LARGE_CACHE_MAX, /* bytes of freed large blocks kept mapped */
+  HZ_OPTION_STATS_JSON,      /* write the exit report as JSON to this path */
+  HZ_OPTION_ZERO_ON_FREE,    /* secure variants: zero blocks when freed */
   HZ_OPTION_COUNT
 } hz_option_t;
 
 void hz_options_init(void);
 long hz_option(hz_option_t option);
 bool hz_option_enabled(hz_option_t option);
+/* The value of a text option (HZ_STATS_JSON), NULL when unset. */
+const char *hz_option_text(hz_option_t option);
 /* Parse one value: booleans (1/0, on/off, yes/no, true/false) and integers
  * with an optional K/M/G suffix. Returns false on a malformed value. */
 bool hz_options_parse(const char *text, long *out);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -143,6 +144,28 @@ static bool os_read_small_file(const char *path, char *buf, size_t size) {
   return true;
 }
 
+void hz_os_protect(void *addr, size_t size, bool accessible) {
+  int saved = errno;
+  int prot = accessible ? PROT_READ | PROT_WRITE : PROT_NONE;
+  if (mprotect(addr, size, prot) != 0)
+    hz_os_message("warning: mprotect(%p, %zu) failed", addr, size);
+  errno = saved;
+}
+
+bool hz_os_random(void *buf, size_t size) {
+  int saved = errno;
+  ssize_t n = getrandom(buf, size, GRND_NONBLOCK);
+  errno = saved;
+  if (n == (ssize_t)size) return true;
+  uint64_t mix = (uint64_t)(uintptr_t)buf ^ hz_os_now_ms() ^
+                 (uint64_t)(uintptr_t)&mix << 17;
+  for (size_t i = 0; i < size; i++) {
+    mix = (mix ^ (mix >> 29)) * 0xBF58476D1CE4E5B9u + i;
+    ((uint8_t *)buf)[i] = (uint8_t)(mix >> 56);
+  }
+  return false;
+}
+
 bool hz_os_thp_always(void) {
   char buf[128];
   return os_read_small_file("/sys/kernel/mm/transparent_hugepage/enabled", buf,
@@ -257,6 +280,34 @@ size_t hz_os_rss(void) {
   int fields = sscanf(buf, "%lu %lu", &size_pages, &rss_pages);
   errno = saved;
   return fields == 2 ? rss_pages * hz_os_page_size() : 0;
+}
+
+/* VmHWM from /proc/self/status, in kB. */
+size_t hz_os_peak_rss(void) {
+  char buf[2048];
+  if (!os_read_small_file("/proc/self/status", buf, sizeof buf)) return 0;
+  const char *line = strstr(buf, "VmHWM:");
+  if (line == NULL) return 0;
+  int saved = errno;
+  unsigned long kb = 0;
+  int fields = sscanf(line + 6, "%lu", &kb);
+  errno = saved;
+  return fields == 1 ? (size_t)kb << 10 : 0;
+}
+
+bool hz_os_write_file(const char *path, const char *text, size_t size) {
+  int saved = errno;
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  bool ok = fd >= 0;
+  while (ok && size > 0) {
+    ssize_t n = write(fd, text, size);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) text += n, size -= (size_t)n;
+  }
+  if (fd >= 0 && close(fd) != 0) ok = false;
+  errno = saved;
+  return ok;
 }
 
 #ifdef HZ_DEBUG

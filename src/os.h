@@ -32,6 +32,11 @@ bool hz_os_remap_in_place(void *addr, size_t old_size, size_t new_size);
 /* Move the mapping at addr (old_size bytes) to `to`, replacing whatever
  * is mapped there, and resize it to new_size without copying. */
 bool hz_os_remap_to(void *addr, size_t old_size, size_t new_size, void *to);
+/* Make a range inaccessible (guard pages) or read-write again. */
+void hz_os_protect(void *addr, size_t size, bool accessible);
+/* Fill buf with random bytes from the kernel (getrandom); false if it
+ * could not, and then buf holds a weaker mix of clock and addresses. */
+bool hz_os_random(void *buf, size_t size);
 /* Installed physical memory in bytes (0 if unknown). */
 size_t hz_os_physical_memory(void);
 
@@ -52,7 +57,13 @@ void hz_os_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The unprefixed form, for multi-line reports. */
 void hz_os_print(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Resident set size of the process in bytes (0 if unknown). */
+/* Resident set size of the process in bytes, now and at its peak (0 if
+ * unknown). */
 size_t hz_os_rss(void);
+size_t hz_os_peak_rss(void);
+
+/* Create (or truncate) the file at path and write the text to it; false
+ * on any error. */
+bool hz_os_write_file(const char *path, const char *text, size_t size);
 
 #endif

@@ -16,9 +16,17 @@
 #include "stats.h"
 #include "thread.h"
 
-/* The two hottest names get the inline fast paths themselves (no jump). */
-HZ_EXPORT void *malloc(size_t size) { return hz_heap_malloc(size); }
-HZ_EXPORT void free(void *ptr) { hz_heap_free(ptr); }
+/* The two hottest names get the inline fast paths themselves (no jump),
+ * except in the debug variant, whose canaries live in the api box. */
+HZ_EXPORT void *malloc(size_t size) {
+  return HZ_CANARY ? hz_malloc(size) : hz_heap_malloc(size);
+}
+HZ_EXPORT void free(void *ptr) {
+  if (HZ_CANARY)
+    hz_free(ptr);
+  else
+    hz_heap_free(ptr);
+}
 HZ_EXPORT void *calloc(size_t n, size_t size) { return hz_calloc(n, size); }
 HZ_EXPORT void *realloc(void *ptr, size_t size) {
   return hz_realloc(ptr, size);

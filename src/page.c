@@ -33,6 +33,31 @@ void hz_page_collect(hz_page_t *page) {
   }
 }
 
+/* Link `count` fresh blocks from `first` in front of the free list: in
+ * address order, or shuffled in the secure variants so that where the
+ * next block lands cannot be predicted from the last. */
+static void page_link_fresh(hz_page_t *page, uint8_t *first, size_t count) {
+  size_t size = page->block_size;
+  uint16_t order[PAGE_EXTEND_BYTES / 16];
+  for (size_t i = 0; i < count; i++)
+    order[i] = (uint16_t)i;
+  if (HZ_SECURE)
+    for (size_t i = count - 1; i > 0; i--) {
+      size_t j = hz_check_random() % (i + 1);
+      uint16_t t = order[i];
+      order[i] = order[j];
+      order[j] = t;
+    }
+  hz_block_t *head = page->free;
+  for (size_t i = count; i-- > 0;) {
+    hz_block_t *block = (hz_block_t *)(first + order[i] * size);
+    hz_block_set_next(block, head);
+    if (HZ_SECURE) ((uintptr_t *)block)[1] = hz_check_mark(block);
+    head = block;
+  }
+  page->free = head;
+}
+
 bool hz_page_extend(hz_page_t *page) {
   if (page->capacity >= page->reserved) return false;
   size_t size = page->block_size;
@@ -40,15 +65,17 @@ bool hz_page_extend(hz_page_t *page) {
   if (count < PAGE_EXTEND_MIN_BLOCKS) count = PAGE_EXTEND_MIN_BLOCKS;
   size_t left = (size_t)page->reserved - page->capacity;
   if (count > left) count = left;
-  uint8_t *first = page->start + (size_t)page->capacity * size;
-  /* Link the new blocks in address order and put them before `free`. */
-  hz_block_t *last = (hz_block_t *)(first + (count - 1) * size);
-  for (uint8_t *p = first; p < (uint8_t *)last; p += size)
-    ((hz_block_t *)p)->next = (hz_block_t *)(p + size);
-  last->next = page->free;
-  page->free = (hz_block_t *)first;
+  page_link_fresh(page, page->start + (size_t)page->capacity * size, count);
   page->capacity += (uint16_t)count;
   return true;
+}
+
+hz_block_t *hz_page_next(const hz_page_t *page, const hz_block_t *block) {
+  hz_block_t *next = hz_block_next(block);
+  if (HZ_SECURE && next != NULL && !hz_page_is_block(page, next, page->capacity))
+    hz_check_fail("corrupted free list (freed block overwritten) at", block,
+                  page->class_id, page->block_size);
+  return next;
 }
 
 static void discard_range(uint8_t *from, uint8_t *to, bool lazy) {
@@ -58,8 +85,9 @@ static void discard_range(uint8_t *from, uint8_t *to, bool lazy) {
   if (a < b) hz_os_discard(a, (size_t)(b - a), lazy);
 }
 
-static void discard_list(hz_block_t *block, size_t size, bool lazy) {
-  for (; block != NULL; block = block->next)
+static void discard_list(const hz_page_t *page, hz_block_t *block,
+                         size_t size, bool lazy) {
+  for (; block != NULL; block = hz_page_next(page, block))
     discard_range((uint8_t *)block + sizeof *block, (uint8_t *)block + size,
                   lazy);
 }
@@ -69,8 +97,8 @@ void hz_page_discard_free(hz_page_t *page, bool lazy) {
   discard_range(page->start + (size_t)page->capacity * size, hz_page_end(page),
                 lazy);
   if (size < 2 * hz_os_page_size()) return; /* no whole page inside */
-  discard_list(page->free, size, lazy);
-  discard_list(page->local_free, size, lazy);
+  discard_list(page, page->free, size, lazy);
+  discard_list(page, page->local_free, size, lazy);
 }
 
 hz_block_t *hz_page_block_of(const hz_page_t *page, const void *p) {
@@ -79,17 +107,13 @@ hz_block_t *hz_page_block_of(const hz_page_t *page, const void *p) {
 }
 
 bool hz_page_is_block_start(const hz_page_t *page, const void *p) {
-  const uint8_t *b = p;
-  if (b < page->start || b >= hz_page_end(page)) return false;
-  size_t offset = (size_t)(b - page->start);
-  return offset % page->block_size == 0 &&
-         offset / page->block_size < page->capacity;
+  return hz_page_is_block(page, p, page->capacity);
 }
 
 #ifdef HZ_DEBUG
 static size_t list_length(const hz_page_t *page, const hz_block_t *b) {
   size_t n = 0;
-  for (; b != NULL; b = b->next) {
+  for (; b != NULL; b = hz_page_next(page, b)) {
     HZ_ASSERT(hz_page_is_block_start(page, b));
     n++;
     HZ_ASSERT(n <= page->capacity);

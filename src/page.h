@@ -18,11 +18,25 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "check.h"
 #include "config.h"
+#include "sizeclass.h"
 
+/* A free block: its first word links it into a list (page lists, stash,
+ * inbox), stored through hz_block_next/hz_block_set_next (encoded in the
+ * secure variants). The second word is the stash's skip pointer in
+ * release and the free mark in the secure variants (check.h). */
 typedef struct hz_block_s {
   struct hz_block_s *next;
 } hz_block_t;
+
+HZ_INLINE hz_block_t *hz_block_next(const hz_block_t *block) {
+  return hz_check_decode(block, block->next);
+}
+
+HZ_INLINE void hz_block_set_next(hz_block_t *block, hz_block_t *next) {
+  block->next = hz_check_encode(block, next);
+}
 
 struct hz_heap_s;
 
@@ -64,6 +78,10 @@ bool hz_page_extend(hz_page_t *page);
  * blocks, keeping the page in use. Owner (or a collector holding the
  * heap) only. */
 void hz_page_discard_free(hz_page_t *page, bool lazy);
+/* The next block of one of the page's lists; the secure variants stop the
+ * process when the link leads out of the page (a freed block was
+ * overwritten). */
+hz_block_t *hz_page_next(const hz_page_t *page, const hz_block_t *block);
 /* The block containing p (p may be interior when has_aligned is set). */
 hz_block_t *hz_page_block_of(const hz_page_t *page, const void *p);
 /* True if p is exactly at a block boundary of the page. */
@@ -102,6 +120,15 @@ HZ_INLINE void hz_page_set_flag(hz_page_t *page, unsigned bit, bool on) {
   uintptr_t w = hz_page_owner_word(page);
   w = on ? (w | bit) : (w & ~(uintptr_t)bit);
   atomic_store_explicit(&page->owner, w, memory_order_relaxed);
+}
+
+/* True if p is the start of one of the page's first `limit` blocks: the
+ * carved ones (capacity) for the owner, the ones that fit (reserved) for
+ * other threads, which must not read capacity. */
+HZ_INLINE bool hz_page_is_block(const hz_page_t *page, const void *p,
+                                uint32_t limit) {
+  uint32_t offset = (uint32_t)((uintptr_t)p - (uintptr_t)page->start);
+  return hz_sizeclass_block_index(page->class_id, offset) < limit;
 }
 
 HZ_INLINE uint8_t *hz_page_end(const hz_page_t *page) {

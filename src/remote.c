@@ -5,13 +5,13 @@
 void hz_remote_push(hz_inbox_t *inbox, hz_block_t *first, hz_block_t *last) {
   hz_block_t *head = atomic_load_explicit(&inbox->head, memory_order_relaxed);
   do {
-    last->next = head;
+    hz_block_set_next(last, head);
   } while (!atomic_compare_exchange_weak_explicit(
       &inbox->head, &head, first, memory_order_release, memory_order_relaxed));
 }
 
 void hz_remote_push_one(hz_inbox_t *inbox, hz_block_t *block) {
-  ((hz_block_t **)block)[1] = NULL; /* no skip pointer */
+  if (!HZ_SECURE) ((hz_block_t **)block)[1] = NULL; /* no skip pointer */
   hz_remote_push(inbox, block, block);
 }
 
@@ -45,10 +45,12 @@ unsigned hz_remote_stash(hz_stash_t *stash, hz_inbox_t *dest, hz_block_t *block,
     published = stash_publish(stash, index);
     slot->dest = dest;
   }
-  hz_block_t **recent = &slot->recent[slot->count % HZ_STASH_SKIP];
-  ((hz_block_t **)block)[1] = slot->count >= HZ_STASH_SKIP ? *recent : NULL;
-  *recent = block;
-  block->next = slot->first;
+  if (!HZ_SECURE) { /* the secure variants keep the free mark there */
+    hz_block_t **recent = &slot->recent[slot->count % HZ_STASH_SKIP];
+    ((hz_block_t **)block)[1] = slot->count >= HZ_STASH_SKIP ? *recent : NULL;
+    *recent = block;
+  }
+  hz_block_set_next(block, slot->first);
   if (slot->first == NULL) slot->last = block;
   slot->first = block;
   slot->count++;

@@ -61,6 +61,7 @@ HZ_INLINE bool hz_remote_pending(hz_inbox_t *inbox) {
 /* The block HZ_STASH_SKIP places after `block` in a published list (NULL
  * near a list's end): worth a prefetch while draining. */
 HZ_INLINE hz_block_t *hz_remote_skip(const hz_block_t *block) {
+  if (HZ_SECURE) return NULL;
   return ((hz_block_t *const *)block)[1];
 }
 

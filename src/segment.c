@@ -27,7 +27,7 @@
 
 _Atomic uint8_t hz_segment_map[HZ_SEGMENT_MAP_ENTRIES];
 
-_Static_assert(sizeof(hz_segment_t) <= HZ_SEGMENT_HEADER_SIZE,
+_Static_assert(sizeof(hz_segment_t) <= HZ_SEGMENT_META_SIZE,
                "segment header too large");
 
 static pthread_mutex_t segment_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -56,6 +56,13 @@ void hz_segment_unregister(hz_segment_t *seg) {
 
 size_t hz_segment_count(void) {
   return atomic_load_explicit(&segment_live, memory_order_relaxed);
+}
+
+void hz_segment_guard(hz_segment_t *seg, size_t map_size) {
+  if (!HZ_SECURE) return;
+  uint8_t *base = (uint8_t *)seg;
+  hz_os_protect(base + HZ_SEGMENT_META_SIZE, HZ_GUARD_SIZE, false);
+  hz_os_protect(base + map_size - HZ_GUARD_SIZE, HZ_GUARD_SIZE, false);
 }
 
 hz_segment_kind_t hz_segment_kind_for(size_t block_size) {
@@ -96,7 +103,9 @@ static void segment_format(hz_segment_t *seg, hz_segment_kind_t kind) {
     hz_page_t *page = &seg->pages[i];
     page->start = base + ((size_t)i << shift);
     if (i == 0) page->start = base + HZ_SEGMENT_HEADER_SIZE;
-    page->area = (uint32_t)(base + ((size_t)(i + 1) << shift) - page->start);
+    uint8_t *end = base + ((size_t)(i + 1) << shift);
+    if (i == seg->page_count - 1) end -= HZ_GUARD_SIZE;
+    page->area = (uint32_t)(end - page->start);
     page->next = seg->free_pages;
     seg->free_pages = page;
   }
@@ -134,6 +143,7 @@ static hz_segment_t *segment_new(hz_segment_kind_t kind) {
     if (seg == NULL) return NULL;
     if (!hz_option_enabled(HZ_OPTION_THP))
       hz_os_no_huge_pages(seg, HZ_SEGMENT_SIZE);
+    hz_segment_guard(seg, HZ_SEGMENT_SIZE);
     hz_segment_register(seg);
     seg->all_next = segment_all;
     if (segment_all != NULL) segment_all->all_prev = seg;

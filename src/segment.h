@@ -53,7 +53,14 @@ typedef struct hz_segment_s {
 #define HZ_SLICE_SIZE  ((size_t)1 << HZ_SLICE_SHIFT)
 _Static_assert(HZ_SEGMENT_SIZE / HZ_SLICE_SIZE == 64, "one bit per slice");
 
-#define HZ_SEGMENT_HEADER_SIZE ((size_t)8 << 10)
+/* The header (page descriptors) fills the first 8 KiB. The secure
+ * variants follow it with a guard page and keep another at the segment's
+ * end, so neither an underflow of the first block nor an overflow out of
+ * the segment below reaches the descriptors. Blocks start at
+ * HZ_SEGMENT_HEADER_SIZE. */
+#define HZ_SEGMENT_META_SIZE   ((size_t)8 << 10)
+#define HZ_GUARD_SIZE          (HZ_SECURE ? (size_t)4096 : 0)
+#define HZ_SEGMENT_HEADER_SIZE (HZ_SEGMENT_META_SIZE + HZ_GUARD_SIZE)
 #define HZ_SEGMENT_MAP_ENTRIES ((size_t)1 << (47 - HZ_SEGMENT_SHIFT))
 
 extern _Atomic uint8_t hz_segment_map[HZ_SEGMENT_MAP_ENTRIES];
@@ -103,6 +110,10 @@ hz_page_t *hz_segment_page_alloc(hz_segment_kind_t kind);
 /* Give a page with no live block back to its segment. */
 void hz_segment_page_free(hz_page_t *page);
 hz_segment_t *hz_segment_of_page(const hz_page_t *page);
+
+/* Secure variants: make the guard pages of a fresh mapping of map_size
+ * bytes (after the header, and the last page) inaccessible. */
+void hz_segment_guard(hz_segment_t *seg, size_t map_size);
 
 /* Large blocks: a segment header in front of one mapping. */
 void hz_segment_register(hz_segment_t *seg);

@@ -3,14 +3,27 @@
 #include "sizeclass.h"
 
 /* 1..8: 16..128 by 16; then 4 per doubling: 160 192 224 256 | 320 ... */
-const uint32_t hz_class_block_size[HZ_CLASS_COUNT] = {
-    0,     16,    32,     48,     64,     80,     96,     112,    128,
-    160,   192,   224,    256,    320,    384,    448,    512,    640,
-    768,   896,   1024,   1280,   1536,   1792,   2048,   2560,   3072,
-    3584,  4096,  5120,   6144,   7168,   8192,   10240,  12288,  14336,
-    16384, 20480, 24576,  28672,  32768,  40960,  49152,  57344,  65536,
-    81920, 98304, 114688, 131072, 163840, 196608, 229376, 262144,
-};
+#define CLASS_SIZES(X)                                                         \
+  X(16) X(32) X(48) X(64) X(80) X(96) X(112) X(128)                            \
+  X(160) X(192) X(224) X(256) X(320) X(384) X(448) X(512)                      \
+  X(640) X(768) X(896) X(1024) X(1280) X(1536) X(1792) X(2048)                 \
+  X(2560) X(3072) X(3584) X(4096) X(5120) X(6144) X(7168) X(8192)              \
+  X(10240) X(12288) X(14336) X(16384) X(20480) X(24576) X(28672) X(32768)      \
+  X(40960) X(49152) X(57344) X(65536) X(81920) X(98304) X(114688) X(131072)    \
+  X(163840) X(196608) X(229376) X(262144)
+
+#define SIZE_ENTRY(s) s,
+const uint32_t hz_class_block_size[HZ_CLASS_COUNT] = {0, CLASS_SIZES(SIZE_ENTRY)};
+
+/* size = odd << shift; the inverse of odd modulo 2^32 by Newton's
+ * iteration (each step doubles the correct low bits: 3, 6, 12, 24, 48). */
+#define ODD(s)       ((uint32_t)(s) >> __builtin_ctz(s))
+#define NEWTON(d, x) ((uint32_t)((x) * (2u - (d) * (x))))
+#define INVERSE(d)   NEWTON(d, NEWTON(d, NEWTON(d, NEWTON(d, d))))
+#define DIVISOR_ENTRY(s)                                                       \
+  ((uint64_t)INVERSE(ODD(s)) | (uint64_t)__builtin_ctz(s) << 32),
+const uint64_t hz_class_divisor[HZ_CLASS_COUNT] = {0,
+                                                   CLASS_SIZES(DIVISOR_ENTRY)};
 
 /* hz_class_lut[(size + 15) / 16] for size <= 2048. */
 const uint8_t hz_class_lut[HZ_CLASS_LUT_MAX / 16 + 1] = {

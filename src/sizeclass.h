@@ -16,6 +16,9 @@
 
 extern const uint8_t hz_class_lut[HZ_CLASS_LUT_MAX / 16 + 1];
 extern const uint32_t hz_class_block_size[HZ_CLASS_COUNT];
+/* Per class: the inverse of the block size's odd part modulo 2^32 (low
+ * half) and its power of two (high half), for hz_sizeclass_block_index. */
+extern const uint64_t hz_class_divisor[HZ_CLASS_COUNT];
 
 /* Above 1024: four classes per power of two; 1025..1280 is class 21 (the
  * table covers sizes up to HZ_CLASS_LUT_MAX, this formula all of them). */
@@ -35,6 +38,16 @@ HZ_INLINE uint8_t hz_sizeclass_of(size_t size) {
 
 HZ_INLINE size_t hz_sizeclass_block_size(uint8_t cls) {
   return hz_class_block_size[cls];
+}
+
+/* offset / block size when offset is a multiple of it; otherwise a number
+ * above (2^32 - 1) / block size, which no block index reaches. No
+ * division: a multiply and a rotate (exact division by the inverse). */
+HZ_INLINE uint32_t hz_sizeclass_block_index(uint8_t cls, uint32_t offset) {
+  uint64_t d = hz_class_divisor[cls];
+  uint32_t x = offset * (uint32_t)d;
+  unsigned k = (unsigned)(d >> 32);
+  return (x >> k) | (x << ((32 - k) & 31));
 }
 
 #endif

@@ -1,8 +1,16 @@
 /* stats: process-wide counters and the report printed by HZ_SHOW_STATS=1
- * and hz_stats_print(). */
+ * and hz_stats_print(), or written as JSON (HZ_STATS_JSON).
+ *
+ * Per-class allocations and frees are counted by each thread in its bins
+ * (heap box) and merged here. The live count per class is kept from what
+ * threads publish on their slow paths (every 64 blocks of change), so its
+ * peak is exact to within 64 blocks per thread; live at the time of a
+ * report is exact: allocations - frees. */
 #include "stats.h"
 
+#include <stdarg.h>
 #include <stdatomic.h>
+#include <stdio.h>
 
 #include "os.h"
 
@@ -10,6 +18,9 @@ static _Atomic uint64_t mmap_calls, munmap_calls, mremap_calls, madvise_calls;
 static _Atomic size_t mapped_bytes, discarded_bytes;
 static _Atomic uint64_t large_allocs, large_frees, large_reuses;
 static _Atomic size_t large_live_bytes;
+static _Atomic int64_t class_live[HZ_CLASS_COUNT];
+static _Atomic int64_t class_peak[HZ_CLASS_COUNT];
+static _Atomic uint64_t orphan_frees[HZ_CLASS_COUNT];
 
 #define ADD(counter, n)                                                        \
   atomic_fetch_add_explicit(&(counter), (n), memory_order_relaxed)
@@ -48,6 +59,25 @@ void hz_stats_count_large_free(size_t bytes) {
   SUB(large_live_bytes, bytes);
 }
 
+static void peak_raise(_Atomic int64_t *peak, int64_t value) {
+  int64_t seen = atomic_load_explicit(peak, memory_order_relaxed);
+  while (value > seen &&
+         !atomic_compare_exchange_weak_explicit(peak, &seen, value,
+                                                memory_order_relaxed,
+                                                memory_order_relaxed)) {
+  }
+}
+
+void hz_stats_add_live(uint8_t cls, int64_t delta) {
+  int64_t live = ADD(class_live[cls], delta) + delta;
+  if (delta > 0) peak_raise(&class_peak[cls], live);
+}
+
+void hz_stats_count_orphan_free(uint8_t cls) {
+  ADD(orphan_frees[cls], 1);
+  SUB(class_live[cls], 1);
+}
+
 size_t hz_stats_mapped_bytes(void) { return GET(mapped_bytes); }
 void hz_stats_os(hz_os_stats_t *out) {
   out->mmap_calls = GET(mmap_calls);
@@ -76,6 +106,35 @@ void hz_stats_heap_add(hz_heap_stats_t *into, const hz_heap_stats_t *from) {
 
 static double ratio(uint64_t a, uint64_t b) {
   return b == 0 ? 0.0 : (double)a / (double)b;
+}
+
+/* One size class as the report shows it. */
+typedef struct {
+  uint64_t allocs, frees, remote_frees;
+  int64_t live, peak;
+} class_row_t;
+
+static class_row_t class_row(const hz_heap_summary_t *h, int c) {
+  const hz_class_stats_t *k = &h->classes[c];
+  class_row_t row = {k->allocs, k->frees + GET(orphan_frees[c]),
+                     k->remote_frees, 0, GET(class_peak[c])};
+  row.live = (int64_t)(row.allocs - row.frees);
+  if (row.peak < row.live) row.peak = row.live;
+  return row;
+}
+
+static void report_classes(const hz_heap_summary_t *h) {
+  hz_os_print("  %-5s %8s %12s %12s %12s %10s %10s\n", "class", "block",
+              "allocs", "frees", "remote", "live", "peak live");
+  for (int c = 1; c < HZ_CLASS_COUNT; c++) {
+    class_row_t r = class_row(h, c);
+    if (r.allocs == 0 && r.frees == 0) continue;
+    hz_os_print("  %-5d %8zu %12llu %12llu %12llu %10lld %10lld\n", c,
+                hz_sizeclass_block_size((uint8_t)c),
+                (unsigned long long)r.allocs, (unsigned long long)r.frees,
+                (unsigned long long)r.remote_frees, (long long)r.live,
+                (long long)r.peak);
+  }
 }
 
 void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
@@ -120,5 +179,84 @@ void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
               (unsigned long long)GET(mremap_calls),
               (unsigned long long)GET(madvise_calls), GET(mapped_bytes),
               GET(discarded_bytes));
-  hz_os_print("  rss            %zu bytes\n", hz_os_rss());
+  hz_os_print("  rss            %zu bytes (peak %zu)\n", hz_os_rss(),
+              hz_os_peak_rss());
+  report_classes(h);
+}
+
+/* ---------------------------------------------------------------------------
+ * JSON, built in a buffer on the stack (no allocation at exit)
+ * ------------------------------------------------------------------------- */
+typedef struct {
+  char text[16384];
+  size_t len;
+} json_t;
+
+__attribute__((format(printf, 2, 3))) static void json_add(json_t *j,
+                                                           const char *fmt,
+                                                           ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(j->text + j->len, sizeof j->text - j->len, fmt, ap);
+  va_end(ap);
+  if (n > 0) j->len += (size_t)n;
+  if (j->len >= sizeof j->text) j->len = sizeof j->text - 1;
+}
+
+static void json_classes(json_t *j, const hz_heap_summary_t *h) {
+  json_add(j, "  \"classes\": [");
+  const char *sep = "\n";
+  for (int c = 1; c < HZ_CLASS_COUNT; c++) {
+    class_row_t r = class_row(h, c);
+    if (r.allocs == 0 && r.frees == 0) continue;
+    json_add(j,
+             "%s    {\"class\": %d, \"block_size\": %zu, \"allocs\": %llu, "
+             "\"frees\": %llu, \"remote_frees\": %llu, \"live\": %lld, "
+             "\"peak_live\": %lld}",
+             sep, c, hz_sizeclass_block_size((uint8_t)c),
+             (unsigned long long)r.allocs, (unsigned long long)r.frees,
+             (unsigned long long)r.remote_frees, (long long)r.live,
+             (long long)r.peak);
+    sep = ",\n";
+  }
+  json_add(j, "\n  ],\n");
+}
+
+bool hz_stats_write_json(const char *path, const hz_heap_summary_t *h,
+                         const hz_memory_summary_t *m) {
+  static json_t j; /* 16 KiB: not on a thread's stack */
+  j.len = 0;
+  const hz_heap_stats_t *c = &h->counters;
+  json_add(&j, "{\n");
+  json_classes(&j, h);
+  json_add(&j,
+           "  \"heaps\": %zu, \"heaps_pooled\": %zu,\n"
+           "  \"pages_in_use\": %zu, \"pages_acquired\": %llu, "
+           "\"pages_retired\": %llu,\n"
+           "  \"segments\": %zu, \"segments_cached\": %zu,\n",
+           h->heaps_total, h->heaps_pooled, h->pages_in_use,
+           (unsigned long long)c->pages_acquired,
+           (unsigned long long)c->pages_retired, m->segments,
+           m->segments_cached);
+  json_add(&j,
+           "  \"large\": {\"allocs\": %llu, \"reuses\": %llu, \"frees\": "
+           "%llu, \"live_bytes\": %zu, \"cached\": %zu, "
+           "\"cached_bytes\": %zu},\n",
+           (unsigned long long)GET(large_allocs),
+           (unsigned long long)GET(large_reuses),
+           (unsigned long long)GET(large_frees), GET(large_live_bytes),
+           m->large_cached, m->large_cached_bytes);
+  json_add(&j,
+           "  \"os\": {\"mmap\": %llu, \"munmap\": %llu, \"mremap\": %llu, "
+           "\"madvise\": %llu, \"mapped_bytes\": %zu, \"purged_bytes\": "
+           "%zu},\n"
+           "  \"rss_bytes\": %zu, \"peak_rss_bytes\": %zu\n}\n",
+           (unsigned long long)GET(mmap_calls),
+           (unsigned long long)GET(munmap_calls),
+           (unsigned long long)GET(mremap_calls),
+           (unsigned long long)GET(madvise_calls), GET(mapped_bytes),
+           GET(discarded_bytes), hz_os_rss(), hz_os_peak_rss());
+  if (hz_os_write_file(path, j.text, j.len)) return true;
+  hz_os_message("warning: could not write the stats to %s", path);
+  return false;
 }

@@ -4,8 +4,11 @@
 #ifndef HZ_STATS_H
 #define HZ_STATS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "sizeclass.h"
 
 typedef struct {
   uint64_t pages_acquired;    /* pages taken from segments */
@@ -19,9 +22,17 @@ typedef struct {
   uint64_t bin_blocks_taken;  /* blocks a collector took from its bins */
 } hz_heap_stats_t;
 
+/* One size class, merged over every heap. */
+typedef struct {
+  uint64_t allocs;
+  uint64_t frees; /* remote ones included */
+  uint64_t remote_frees;
+} hz_class_stats_t;
+
 /* What the heap box knows, merged over every heap. */
 typedef struct {
   hz_heap_stats_t counters;
+  hz_class_stats_t classes[HZ_CLASS_COUNT];
   size_t heaps_total;
   size_t heaps_pooled;
   size_t pages_in_use;
@@ -54,6 +65,11 @@ void hz_stats_count_munmap(size_t bytes);
 void hz_stats_count_madvise(size_t bytes);
 void hz_stats_count_large_alloc(size_t bytes);
 void hz_stats_count_large_free(size_t bytes);
+/* A thread's live count of class `cls` moved by `delta` blocks since it
+ * last said (slow paths only); keeps the process-wide peak. */
+void hz_stats_add_live(uint8_t cls, int64_t delta);
+/* A free by a thread past its heap's release (counted here, rarely). */
+void hz_stats_count_orphan_free(uint8_t cls);
 
 size_t hz_stats_mapped_bytes(void);
 void hz_stats_os(hz_os_stats_t *out);
@@ -64,5 +80,8 @@ void hz_stats_heap_add(hz_heap_stats_t *into, const hz_heap_stats_t *from);
 /* Print the report (to stderr). */
 void hz_stats_report(const hz_heap_summary_t *heaps,
                      const hz_memory_summary_t *memory);
+/* Write the report as JSON to path; false (with a warning) on failure. */
+bool hz_stats_write_json(const char *path, const hz_heap_summary_t *heaps,
+                         const hz_memory_summary_t *memory);
 
 #endif

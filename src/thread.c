@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "check.h"
 #include "large.h"
 #include "options.h"
 #include "os.h"
@@ -53,12 +54,14 @@ static _Atomic bool purge_thread_started;
 /* ---------------------------------------------------------------------------
  * Process start-up
  * ------------------------------------------------------------------------- */
-/* Read the options, once, whichever thread comes first. */
+/* Read the options and draw the secret, once, whichever thread comes
+ * first: before any heap, so before any block exists. */
 static void process_init(void) {
   int expected = 0;
   if (atomic_load_explicit(&process_state, memory_order_acquire) == 2) return;
   if (atomic_compare_exchange_strong(&process_state, &expected, 1)) {
     hz_options_init();
+    hz_check_init();
     atomic_store_explicit(&process_state, 2, memory_order_release);
     return;
   }

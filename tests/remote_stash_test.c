@@ -179,11 +179,11 @@ static bool read_stats(stats_t *s) {
   fflush(stderr);
   int saved = dup(STDERR_FILENO);
   dup2(fds[1], STDERR_FILENO);
-  api_stats_print(); /* a dozen short lines: fits in the pipe */
+  api_stats_print(); /* a few KiB: fits in the pipe */
   dup2(saved, STDERR_FILENO);
   close(saved);
   close(fds[1]);
-  char buf[4096];
+  char buf[16384];
   size_t len = 0;
   ssize_t n;
   while (len < sizeof buf - 1 &&

@@ -1,0 +1,130 @@
+/* check: the checks of the three build variants (config.h) and the one
+ * place that reports a misuse.
+ *
+ * Release: the heap and api boxes validate pointers at the boundary (ours,
+ * at a block start); a bad one is reported with one line and ignored.
+ *
+ * Secure adds, all keyed by a per-process random secret:
+ *   - encoded links: a free-list link stored in a block is XORed with the
+ *     key of the 64 KiB page it is stored in, so an attacker who can write
+ *     a freed block cannot aim the next malloc at an address of his choice;
+ *     a decoded link that leaves its page (or our memory) stops the process;
+ *   - free marks: while a block is free, its first two words hold its mark
+ *     (bins) or its encoded link and its mark (lists). Freeing a block that
+ *     carries its mark is a double free; handing out a binned block whose
+ *     words changed means it was written after it was freed;
+ *   - fresh blocks of a page handed out in random order; guard pages (the
+ *     segment and large boxes); zeroing freed blocks (HZ_ZERO_ON_FREE).
+ * Every detection prints one line and aborts.
+ *
+ * Debug adds fill bytes and a canary after each block (api box, through
+ * hz_check_canary_*), and the internal invariant checks (HZ_ASSERT). */
+#ifndef HZ_CHECK_H
+#define HZ_CHECK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+typedef struct {
+  uintptr_t link; /* keys free-list links */
+  uintptr_t mark; /* marks free blocks */
+} hz_check_secret_t;
+
+extern hz_check_secret_t hz_check_secret;
+extern bool hz_check_zero_on_free;
+
+/* Draw the secret and read the options; before the first block exists. */
+void hz_check_init(void);
+
+/* One line on stderr: "hakozuna: error: <what> of <p> (size class <cls>:
+ * <size>-byte blocks)", or "(large block of <size> bytes)" for cls 0. The
+ * secure variants then abort; release returns (the caller ignores p). */
+void hz_check_fail(const char *what, const void *p, unsigned cls, size_t size)
+    __attribute__((cold));
+/* The same for a pointer that is no block at all: "(<context>)". */
+void hz_check_report(const char *what, const void *p, const char *context)
+    __attribute__((cold));
+
+/* ---------------------------------------------------------------------------
+ * Encoded links (identity in release)
+ * ------------------------------------------------------------------------- */
+HZ_INLINE uintptr_t hz_check_key(const void *holder) {
+  return hz_check_secret.link ^
+         (((uintptr_t)holder >> 16) * (uintptr_t)0x9E3779B97F4A7C15u);
+}
+
+HZ_INLINE void *hz_check_encode(const void *holder, const void *next) {
+  if (!HZ_SECURE) return (void *)next;
+  return (void *)((uintptr_t)next ^ hz_check_key(holder));
+}
+
+HZ_INLINE void *hz_check_decode(const void *holder, const void *word) {
+  return hz_check_encode(holder, word);
+}
+
+/* ---------------------------------------------------------------------------
+ * Free marks (secure only; no-ops in release)
+ * ------------------------------------------------------------------------- */
+HZ_INLINE uintptr_t hz_check_mark(const void *block) {
+  return (uintptr_t)block ^ hz_check_secret.mark;
+}
+
+HZ_INLINE bool hz_check_is_marked(const void *block) {
+  return ((const uintptr_t *)block)[1] == hz_check_mark(block);
+}
+
+/* A block goes into a bin: both words carry its mark. */
+HZ_INLINE void hz_check_binned(void *block) {
+  if (!HZ_SECURE) return;
+  uintptr_t *w = block;
+  w[0] = w[1] = hz_check_mark(block);
+}
+
+/* A user frees `block` (a block start of class cls): catch a double free,
+ * zero it if asked, mark it. The caller then bins or lists it. */
+HZ_INLINE void hz_check_freeing(void *block, unsigned cls, size_t size) {
+  if (!HZ_SECURE) return;
+  if (HZ_UNLIKELY(hz_check_is_marked(block)))
+    hz_check_fail("double free", block, cls, size);
+  if (HZ_UNLIKELY(hz_check_zero_on_free)) __builtin_memset(block, 0, size);
+  hz_check_binned(block);
+}
+
+/* A binned block is handed out: its words must be as the bin left them. */
+HZ_INLINE void hz_check_handing_out(void *block, unsigned cls) {
+  if (!HZ_SECURE) return;
+  uintptr_t *w = block;
+  uintptr_t mark = hz_check_mark(block);
+  if (HZ_UNLIKELY((w[0] ^ mark) | (w[1] ^ mark)))
+    hz_check_fail("write after free", block, cls, 0);
+  w[0] = w[1] = 0;
+}
+
+/* A random number (secure variants: the order of fresh blocks). */
+uint64_t hz_check_random(void);
+
+/* ---------------------------------------------------------------------------
+ * Debug: canary and fill bytes
+ *
+ * A request for n bytes takes a block with room for n + HZ_CHECK_EXTRA:
+ * [n user bytes][canary bytes ...][size word], the size word (n, keyed by
+ * the block address) in the last 8 bytes of the room.
+ * ------------------------------------------------------------------------- */
+#define HZ_CHECK_EXTRA    32 /* at least 24 canary bytes and the size word */
+#define HZ_CHECK_FRESH    0xA5
+#define HZ_CHECK_FREED    0xDF
+#define HZ_CHECK_CANARY_B 0xC7
+
+/* Write the canary and size word after p[0..n) (room bytes from p), and
+ * fill the n bytes with HZ_CHECK_FRESH unless `zeroed`. */
+void hz_check_canary_arm(void *p, size_t n, size_t room, bool zeroed);
+/* The requested size of p; reports an overrun of the canary (its distance
+ * past the block's n bytes) and aborts. */
+size_t hz_check_canary_verify(const void *p, size_t room, unsigned cls);
+/* Fill a block being freed with HZ_CHECK_FREED. */
+void hz_check_fill_freed(void *p, size_t room);
+
+#endif
