@@ -121,15 +121,20 @@ HZ_EXPORT void hz_free(void *ptr) {
     hz_heap_free(ptr);
 }
 
-/* Secure variants: the size a sized free names must fit the block (and,
- * in debug, be the size asked for). */
+/* Secure variants: the size a sized free names must fit the block, and
+ * be one that could have got it: from its class, or at least half of it
+ * (realloc keeps a block down to half). Debug knows the size asked for. */
 static void api_check_sized(void *ptr, size_t size, bool aligned) {
   api_block_t b;
   if (ptr == NULL || !api_locate(ptr, "invalid free", &b)) return;
-  size_t asked = HZ_CANARY ? api_checked_size(ptr, &b) : size;
-  bool wrong_class = b.cls != 0 && !aligned && !b.aligned &&
-                     (size > HZ_SMALL_MAX || hz_sizeclass_of(size) != b.cls);
-  if (size > b.room || wrong_class || asked != size) {
+  bool wrong;
+  if (HZ_CANARY)
+    wrong = api_checked_size(ptr, &b) != size;
+  else
+    wrong = size > b.room ||
+            (b.cls != 0 && !aligned && !b.aligned && size < b.room / 2 &&
+             hz_sizeclass_of(size) != b.cls);
+  if (wrong) {
     char what[96];
     snprintf(what, sizeof what, "sized delete mismatch (freed as %zu bytes)",
              size);

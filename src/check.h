@@ -113,7 +113,7 @@ uint64_t hz_check_random(void);
  * [n user bytes][canary bytes ...][size word], the size word (n, keyed by
  * the block address) in the last 8 bytes of the room.
  * ------------------------------------------------------------------------- */
-#define HZ_CHECK_EXTRA    32 /* at least 24 canary bytes and the size word */
+#define HZ_CHECK_EXTRA    48 /* at least 40 canary bytes and the size word */
 #define HZ_CHECK_FRESH    0xA5
 #define HZ_CHECK_FREED    0xDF
 #define HZ_CHECK_CANARY_B 0xC7
