@@ -41,6 +41,18 @@ void hz_check_report(const char *what, const void *p, const char *context) {
   check_stop();
 }
 
+void hz_check_freeing(void *block, unsigned cls, size_t size) {
+  if (!HZ_SECURE) return;
+  if (hz_check_is_marked(block)) hz_check_fail("double free", block, cls, size);
+  if (hz_check_zero_on_free) memset(block, 0, size);
+  ((uintptr_t *)block)[1] = hz_check_mark(block);
+}
+
+void *hz_check_unmarked(void *block, unsigned cls) {
+  hz_check_fail("write after free", block, cls, 0);
+  return block;
+}
+
 static HZ_TLS uint64_t check_random_state;
 
 /* xorshift64*, seeded per thread from the secret. */

@@ -9,10 +9,11 @@
  *     key of the 64 KiB page it is stored in, so an attacker who can write
  *     a freed block cannot aim the next malloc at an address of his choice;
  *     a decoded link that leaves its page (or our memory) stops the process;
- *   - free marks: while a block is free, its first two words hold its mark
- *     (bins) or its encoded link and its mark (lists). Freeing a block that
- *     carries its mark is a double free; handing out a binned block whose
- *     words changed means it was written after it was freed;
+ *   - free marks: while a block is free, its second word holds a mark made
+ *     from its address and the secret (the first word is its encoded link
+ *     while it is on a list). Freeing a block that carries its mark is a
+ *     double free; handing out a block whose mark is gone means it was
+ *     written after it was freed;
  *   - fresh blocks of a page handed out in random order; guard pages (the
  *     segment and large boxes); zeroing freed blocks (HZ_ZERO_ON_FREE).
  * Every detection prints one line and aborts.
@@ -76,31 +77,33 @@ HZ_INLINE bool hz_check_is_marked(const void *block) {
   return ((const uintptr_t *)block)[1] == hz_check_mark(block);
 }
 
-/* A block goes into a bin: both words carry its mark. */
-HZ_INLINE void hz_check_binned(void *block) {
-  if (!HZ_SECURE) return;
-  uintptr_t *w = block;
-  w[0] = w[1] = hz_check_mark(block);
-}
-
 /* A user frees `block` (a block start of class cls): catch a double free,
  * zero it if asked, mark it. The caller then bins or lists it. */
-HZ_INLINE void hz_check_freeing(void *block, unsigned cls, size_t size) {
-  if (!HZ_SECURE) return;
-  if (HZ_UNLIKELY(hz_check_is_marked(block)))
-    hz_check_fail("double free", block, cls, size);
-  if (HZ_UNLIKELY(hz_check_zero_on_free)) __builtin_memset(block, 0, size);
-  hz_check_binned(block);
+void hz_check_freeing(void *block, unsigned cls, size_t size);
+
+/* The fast path's share of hz_check_freeing: mark the block and return
+ * true, or return false (nothing done) when it looks freed already or
+ * must be zeroed: the caller then takes the path that calls
+ * hz_check_freeing. */
+HZ_INLINE bool hz_check_freeing_fast(void *block) {
+  if (!HZ_SECURE) return true;
+  uintptr_t mark = hz_check_mark(block);
+  uintptr_t *w = block;
+  if (HZ_UNLIKELY((w[1] == mark) | hz_check_zero_on_free)) return false;
+  w[1] = mark;
+  return true;
 }
 
-/* A binned block is handed out: its words must be as the bin left them. */
-HZ_INLINE void hz_check_handing_out(void *block, unsigned cls) {
-  if (!HZ_SECURE) return;
-  uintptr_t *w = block;
-  uintptr_t mark = hz_check_mark(block);
-  if (HZ_UNLIKELY((w[0] ^ mark) | (w[1] ^ mark)))
-    hz_check_fail("write after free", block, cls, 0);
-  w[0] = w[1] = 0;
+/* Report a block handed out without its mark; returns it (release). */
+void *hz_check_unmarked(void *block, unsigned cls);
+
+/* A free block is handed out: it must still carry its mark. */
+HZ_INLINE void *hz_check_handing_out(void *block, unsigned cls) {
+  if (!HZ_SECURE) return block;
+  if (HZ_UNLIKELY(!hz_check_is_marked(block)))
+    return hz_check_unmarked(block, cls);
+  ((uintptr_t *)block)[1] = 0;
+  return block;
 }
 
 /* A random number (secure variants: the order of fresh blocks). */

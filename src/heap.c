@@ -369,10 +369,9 @@ static void heap_drain_inbox(hz_heap_t *heap, bool into_bins) {
     hz_page_t *page = block_page(block);
     HZ_ASSERT(hz_page_heap(page) == heap);
     hz_bin_t *bin = &heap->bins[page->class_id];
-    if (into_bins && bin->top != bin->limit) {
-      hz_check_binned(block);
+    if (into_bins && bin->top != bin->limit)
       *bin->top++ = block; /* straight to malloc, no page round trip */
-    } else
+    else
       heap_page_put(heap, page, block);
     block = next;
   }
@@ -458,7 +457,6 @@ static bool heap_refill(hz_heap_t *heap, uint8_t cls) {
     uint32_t taken = 0;
     for (; block != NULL && bin->top < want; taken++) {
       hz_block_t *next = hz_page_next(page, block);
-      hz_check_binned(block);
       *bin->top++ = block;
       block = next;
     }
@@ -481,9 +479,8 @@ void *hz_heap_malloc_slow(hz_heap_t *heap, size_t size) {
   hz_bin_t *bin = &heap->bins[cls];
   void *block = NULL;
   if (bin->top != bin->base || heap_refill(heap, cls)) {
-    block = *--bin->top;
     bin->allocs++;
-    hz_check_handing_out(block, cls);
+    block = hz_check_handing_out(*--bin->top, cls);
     heap_publish_live(bin, cls, false);
   } else {
     errno = ENOMEM;

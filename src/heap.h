@@ -130,9 +130,7 @@ HZ_INLINE void *hz_heap_malloc_class(hz_heap_t *heap, size_t cls, size_t size) {
   if (HZ_UNLIKELY(top <= bin->base)) return hz_heap_malloc_slow(heap, size);
   bin->top = --top;
   bin->allocs++;
-  void *block = *top;
-  hz_check_handing_out(block, (unsigned)cls);
-  return block;
+  return hz_check_handing_out(*top, (unsigned)cls);
 }
 
 /* The two branches of hz_sizeclass_of written out, so the table case and
@@ -164,17 +162,18 @@ HZ_INLINE void hz_heap_free(void *p) {
       hz_heap_bad_free(page, p);
       return;
     }
-    hz_check_freeing(p, page->class_id, page->block_size);
-    hz_bin_t *bin = &heap->bins[page->class_id];
-    bin->frees++;
-    void **top = bin->top;
-    if (HZ_LIKELY(top != bin->limit)) {
-      *top = p;
-      bin->top = top + 1;
+    if (HZ_LIKELY(hz_check_freeing_fast(p))) {
+      hz_bin_t *bin = &heap->bins[page->class_id];
+      bin->frees++;
+      void **top = bin->top;
+      if (HZ_LIKELY(top != bin->limit)) {
+        *top = p;
+        bin->top = top + 1;
+        return;
+      }
+      hz_heap_free_full_bin(heap, page, p);
       return;
     }
-    hz_heap_free_full_bin(heap, page, p);
-    return;
   }
   hz_heap_free_generic(heap, seg, page, p);
 }
