@@ -58,8 +58,9 @@ static bool api_locate(const void *p, const char *what, api_block_t *out) {
   out->cls = page->class_id;
   out->aligned = hz_page_has_aligned(page);
   const uint8_t *b = p;
-  bool inside = b >= page->start && (size_t)(b - page->start) <
-                                        (size_t)page->reserved * page->block_size;
+  bool inside =
+      b >= page->start &&
+      (size_t)(b - page->start) < (size_t)page->reserved * page->block_size;
   if (hz_page_is_block(page, p, page->reserved))
     out->block = (uint8_t *)p;
   else if (out->aligned && inside)
@@ -131,9 +132,9 @@ static void api_check_sized(void *ptr, size_t size, bool aligned) {
   if (HZ_CANARY)
     wrong = api_checked_size(ptr, &b) != size;
   else
-    wrong = size > b.room ||
-            (b.cls != 0 && !aligned && !b.aligned && size < b.room / 2 &&
-             hz_sizeclass_of(size) != b.cls);
+    wrong =
+        size > b.room || (b.cls != 0 && !aligned && !b.aligned &&
+                          size < b.room / 2 && hz_sizeclass_of(size) != b.cls);
   if (wrong) {
     char what[96];
     snprintf(what, sizeof what, "sized delete mismatch (freed as %zu bytes)",
@@ -173,7 +174,8 @@ HZ_EXPORT void *hz_calloc(size_t count, size_t size) {
 
 HZ_EXPORT size_t hz_usable_size(const void *ptr) {
   api_block_t b;
-  if (ptr == NULL || !api_locate(ptr, "invalid malloc_usable_size", &b)) return 0;
+  if (ptr == NULL || !api_locate(ptr, "invalid malloc_usable_size", &b))
+    return 0;
   return HZ_CANARY ? api_checked_size(ptr, &b) : b.room;
 }
 
@@ -310,7 +312,7 @@ HZ_EXPORT void hz_collect(bool force) {
 __attribute__((destructor)) static void api_exit_report(void) {
   if (hz_option_enabled(HZ_OPTION_SHOW_STATS)) hz_stats_print();
   const char *path = hz_option_text(HZ_OPTION_STATS_JSON);
-  if (path == NULL) return;
+  if (path == NULL || *path == 0) return;
   hz_heap_summary_t summary;
   hz_thread_summarize(&summary);
   hz_memory_summary_t memory;

@@ -26,13 +26,13 @@ static void check_stop(void) {
   if (HZ_SECURE) abort();
 }
 
-void hz_check_fail(const char *what, const void *p, unsigned cls,
-                   size_t size) {
+void hz_check_fail(const char *what, const void *p, unsigned cls, size_t size) {
   if (cls == 0)
     hz_os_message("error: %s of %p (large block of %zu bytes)", what, p, size);
   else
     hz_os_message("error: %s of %p (size class %u: %zu-byte blocks)", what, p,
-                  cls, size != 0 ? size : hz_sizeclass_block_size((uint8_t)cls));
+                  cls,
+                  size != 0 ? size : hz_sizeclass_block_size((uint8_t)cls));
   check_stop();
 }
 
@@ -58,8 +58,7 @@ static HZ_TLS uint64_t check_random_state;
 /* xorshift64*, seeded per thread from the secret. */
 uint64_t hz_check_random(void) {
   uint64_t x = check_random_state;
-  if (x == 0)
-    x = (hz_check_secret.link ^ (uintptr_t)&check_random_state) | 1;
+  if (x == 0) x = (hz_check_secret.link ^ (uintptr_t)&check_random_state) | 1;
   x ^= x >> 12;
   x ^= x << 25;
   x ^= x >> 27;
@@ -82,7 +81,8 @@ static uint8_t *canary_tail(const void *p, size_t room) {
 void hz_check_canary_arm(void *p, size_t n, size_t room, bool zeroed) {
   uint8_t *tail = canary_tail(p, room);
   if (!zeroed) memset(p, HZ_CHECK_FRESH, n);
-  memset((uint8_t *)p + n, HZ_CHECK_CANARY_B, (size_t)(tail - (uint8_t *)p) - n);
+  memset((uint8_t *)p + n, HZ_CHECK_CANARY_B,
+         (size_t)(tail - (uint8_t *)p) - n);
   uint64_t word = canary_size_word(p, n);
   memcpy(tail, &word, sizeof word);
 }

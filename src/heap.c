@@ -272,8 +272,8 @@ void hz_heap_free_full_bin(hz_heap_t *heap, hz_page_t *page, void *p) {
 }
 
 void hz_heap_bad_free(const hz_page_t *page, const void *p) {
-  hz_check_fail("invalid free (not at the start of a block)", p,
-                page->class_id, page->block_size);
+  hz_check_fail("invalid free (not at the start of a block)", p, page->class_id,
+                page->block_size);
 }
 
 /* The block a free of p on this page gives back, or NULL (reported) when p
@@ -325,7 +325,7 @@ void hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
   hz_block_t *block = heap_block_to_free(page, p, owner == heap);
   if (block == NULL) return;
   hz_check_freeing(block, page->class_id, page->block_size);
-  if (heap->state == HZ_HEAP_EMPTY) { /* exiting thread: straight home */
+  if (heap->state == HZ_HEAP_EMPTY) { /* no heap (yet, or any more): home */
     hz_stats_count_orphan_free(page->class_id);
     hz_remote_push_one(&owner->inbox, block);
     return;
@@ -362,8 +362,8 @@ static void heap_drain_inbox(hz_heap_t *heap, bool into_bins) {
   for (; block != NULL && n < DRAIN_BUDGET; n++) {
     hz_block_t *next = hz_block_next(block);
     if (HZ_SECURE && next != NULL && !hz_segment_owns(next))
-      hz_check_report("corrupted free list (freed block overwritten) at",
-                      block, "a block sent back by another thread");
+      hz_check_report("corrupted free list (freed block overwritten) at", block,
+                      "a block sent back by another thread");
     hz_block_t *ahead = hz_remote_skip(block);
     if (ahead != NULL) __builtin_prefetch(ahead, 1);
     hz_page_t *page = block_page(block);

@@ -72,7 +72,8 @@ bool hz_page_extend(hz_page_t *page) {
 
 hz_block_t *hz_page_next(const hz_page_t *page, const hz_block_t *block) {
   hz_block_t *next = hz_block_next(block);
-  if (HZ_SECURE && next != NULL && !hz_page_is_block(page, next, page->capacity))
+  if (HZ_SECURE && next != NULL &&
+      !hz_page_is_block(page, next, page->capacity))
     hz_check_fail("corrupted free list (freed block overwritten) at", block,
                   page->class_id, page->block_size);
   return next;
@@ -85,8 +86,8 @@ static void discard_range(uint8_t *from, uint8_t *to, bool lazy) {
   if (a < b) hz_os_discard(a, (size_t)(b - a), lazy);
 }
 
-static void discard_list(const hz_page_t *page, hz_block_t *block,
-                         size_t size, bool lazy) {
+static void discard_list(const hz_page_t *page, hz_block_t *block, size_t size,
+                         bool lazy) {
   for (; block != NULL; block = hz_page_next(page, block))
     discard_range((uint8_t *)block + sizeof *block, (uint8_t *)block + size,
                   lazy);

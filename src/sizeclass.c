@@ -4,16 +4,18 @@
 
 /* 1..8: 16..128 by 16; then 4 per doubling: 160 192 224 256 | 320 ... */
 #define CLASS_SIZES(X)                                                         \
-  X(16) X(32) X(48) X(64) X(80) X(96) X(112) X(128)                            \
-  X(160) X(192) X(224) X(256) X(320) X(384) X(448) X(512)                      \
-  X(640) X(768) X(896) X(1024) X(1280) X(1536) X(1792) X(2048)                 \
-  X(2560) X(3072) X(3584) X(4096) X(5120) X(6144) X(7168) X(8192)              \
-  X(10240) X(12288) X(14336) X(16384) X(20480) X(24576) X(28672) X(32768)      \
-  X(40960) X(49152) X(57344) X(65536) X(81920) X(98304) X(114688) X(131072)    \
-  X(163840) X(196608) X(229376) X(262144)
+  X(16)                                                                        \
+  X(32) X(48) X(64) X(80) X(96) X(112) X(128) X(160) X(192) X(224) X(256)      \
+      X(320) X(384) X(448) X(512) X(640) X(768) X(896) X(1024) X(1280) X(1536) \
+          X(1792) X(2048) X(2560) X(3072) X(3584) X(4096) X(5120) X(6144)      \
+              X(7168) X(8192) X(10240) X(12288) X(14336) X(16384) X(20480)     \
+                  X(24576) X(28672) X(32768) X(40960) X(49152) X(57344)        \
+                      X(65536) X(81920) X(98304) X(114688) X(131072) X(163840) \
+                          X(196608) X(229376) X(262144)
 
 #define SIZE_ENTRY(s) s,
-const uint32_t hz_class_block_size[HZ_CLASS_COUNT] = {0, CLASS_SIZES(SIZE_ENTRY)};
+const uint32_t hz_class_block_size[HZ_CLASS_COUNT] = {0,
+                                                      CLASS_SIZES(SIZE_ENTRY)};
 
 /* size = odd << shift; the inverse of odd modulo 2^32 by Newton's
  * iteration (each step doubles the correct low bits: 3, 6, 12, 24, 48). */

@@ -62,9 +62,8 @@ void hz_stats_count_large_free(size_t bytes) {
 static void peak_raise(_Atomic int64_t *peak, int64_t value) {
   int64_t seen = atomic_load_explicit(peak, memory_order_relaxed);
   while (value > seen &&
-         !atomic_compare_exchange_weak_explicit(peak, &seen, value,
-                                                memory_order_relaxed,
-                                                memory_order_relaxed)) {
+         !atomic_compare_exchange_weak_explicit(
+             peak, &seen, value, memory_order_relaxed, memory_order_relaxed)) {
   }
 }
 
@@ -108,6 +107,13 @@ static double ratio(uint64_t a, uint64_t b) {
   return b == 0 ? 0.0 : (double)a / (double)b;
 }
 
+/* The kernel's high-water mark, read after RSS (reading can fault pages
+ * in), and never below it. */
+static size_t peak_rss(size_t rss) {
+  size_t peak = hz_os_peak_rss();
+  return peak > rss ? peak : rss;
+}
+
 /* One size class as the report shows it. */
 typedef struct {
   uint64_t allocs, frees, remote_frees;
@@ -116,8 +122,9 @@ typedef struct {
 
 static class_row_t class_row(const hz_heap_summary_t *h, int c) {
   const hz_class_stats_t *k = &h->classes[c];
-  class_row_t row = {k->allocs, k->frees + GET(orphan_frees[c]),
-                     k->remote_frees, 0, GET(class_peak[c])};
+  uint64_t orphans = GET(orphan_frees[c]); /* always another heap's block */
+  class_row_t row = {k->allocs, k->frees + orphans, k->remote_frees + orphans,
+                     0, GET(class_peak[c])};
   row.live = (int64_t)(row.allocs - row.frees);
   if (row.peak < row.live) row.peak = row.live;
   return row;
@@ -179,8 +186,8 @@ void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
               (unsigned long long)GET(mremap_calls),
               (unsigned long long)GET(madvise_calls), GET(mapped_bytes),
               GET(discarded_bytes));
-  hz_os_print("  rss            %zu bytes (peak %zu)\n", hz_os_rss(),
-              hz_os_peak_rss());
+  size_t rss = hz_os_rss();
+  hz_os_print("  rss            %zu bytes (peak %zu)\n", rss, peak_rss(rss));
   report_classes(h);
 }
 
@@ -192,9 +199,8 @@ typedef struct {
   size_t len;
 } json_t;
 
-__attribute__((format(printf, 2, 3))) static void json_add(json_t *j,
-                                                           const char *fmt,
-                                                           ...) {
+__attribute__((format(printf, 2, 3))) static void
+json_add(json_t *j, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(j->text + j->len, sizeof j->text - j->len, fmt, ap);
@@ -226,6 +232,7 @@ bool hz_stats_write_json(const char *path, const hz_heap_summary_t *h,
                          const hz_memory_summary_t *m) {
   static json_t j; /* 16 KiB: not on a thread's stack */
   j.len = 0;
+  size_t rss = hz_os_rss();
   const hz_heap_stats_t *c = &h->counters;
   json_add(&j, "{\n");
   json_classes(&j, h);
@@ -255,7 +262,7 @@ bool hz_stats_write_json(const char *path, const hz_heap_summary_t *h,
            (unsigned long long)GET(munmap_calls),
            (unsigned long long)GET(mremap_calls),
            (unsigned long long)GET(madvise_calls), GET(mapped_bytes),
-           GET(discarded_bytes), hz_os_rss(), hz_os_peak_rss());
+           GET(discarded_bytes), rss, peak_rss(rss));
   if (hz_os_write_file(path, j.text, j.len)) return true;
   hz_os_message("warning: could not write the stats to %s", path);
   return false;

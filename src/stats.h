@@ -68,7 +68,8 @@ void hz_stats_count_large_free(size_t bytes);
 /* A thread's live count of class `cls` moved by `delta` blocks since it
  * last said (slow paths only); keeps the process-wide peak. */
 void hz_stats_add_live(uint8_t cls, int64_t delta);
-/* A free by a thread past its heap's release (counted here, rarely). */
+/* A free by a thread without a heap (before its first malloc, or past
+ * its heap's release): counted here, as a remote free. */
 void hz_stats_count_orphan_free(uint8_t cls);
 
 size_t hz_stats_mapped_bytes(void);

@@ -8,26 +8,24 @@
 static int check_failures;
 static int check_count;
 
-#define CHECK(cond)                                                          \
-  do {                                                                       \
-    check_count++;                                                           \
-    if (!(cond)) {                                                           \
-      check_failures++;                                                      \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__,       \
-              #cond);                                                        \
-    }                                                                        \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    check_count++;                                                             \
+    if (!(cond)) {                                                             \
+      check_failures++;                                                        \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+    }                                                                          \
   } while (0)
 
-#define CHECK_MSG(cond, ...)                                                 \
-  do {                                                                       \
-    check_count++;                                                           \
-    if (!(cond)) {                                                           \
-      check_failures++;                                                      \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__,       \
-              #cond);                                                        \
-      fprintf(stderr, __VA_ARGS__);                                          \
-      fputc('\n', stderr);                                                   \
-    }                                                                        \
+#define CHECK_MSG(cond, ...)                                                   \
+  do {                                                                         \
+    check_count++;                                                             \
+    if (!(cond)) {                                                             \
+      check_failures++;                                                        \
+      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                                            \
+      fputc('\n', stderr);                                                     \
+    }                                                                          \
   } while (0)
 
 static inline int check_report(const char *name) {

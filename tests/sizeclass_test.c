@@ -31,7 +31,8 @@ int main(void) {
   for (int c = 1; c < HZ_CLASS_COUNT; c++) {
     uint32_t size = (uint32_t)hz_sizeclass_block_size(c);
     uint32_t max_index = (uint32_t)(((size_t)4 << 20) / size);
-    for (uint32_t off = 0; off < ((uint32_t)4 << 20); off += (off < 70000 ? 1 : 997)) {
+    for (uint32_t off = 0; off < ((uint32_t)4 << 20);
+         off += (off < 70000 ? 1 : 997)) {
       uint32_t got = hz_sizeclass_block_index(c, off);
       int ok = off % size == 0 ? got == off / size : got > max_index;
       if (!ok && wrong++ < 10)

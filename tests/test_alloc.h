@@ -8,20 +8,20 @@
 
 #ifdef TEST_HZ_API
 #include "hakozuna.h"
-#define t_malloc hz_malloc
-#define t_calloc hz_calloc
-#define t_realloc hz_realloc
-#define t_free hz_free
+#define t_malloc        hz_malloc
+#define t_calloc        hz_calloc
+#define t_realloc       hz_realloc
+#define t_free          hz_free
 #define t_aligned_alloc hz_aligned_alloc
-#define t_usable_size hz_usable_size
+#define t_usable_size   hz_usable_size
 #else
 #include <malloc.h>
-#define t_malloc malloc
-#define t_calloc calloc
-#define t_realloc realloc
-#define t_free free
+#define t_malloc        malloc
+#define t_calloc        calloc
+#define t_realloc       realloc
+#define t_free          free
 #define t_aligned_alloc aligned_alloc
-#define t_usable_size malloc_usable_size
+#define t_usable_size   malloc_usable_size
 #endif
 
 #endif

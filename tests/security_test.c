@@ -1,0 +1,708 @@
+/* The misuse checks of the three variants, each misuse in a child process
+ * of its own. Argument 1 names the variant preloaded (secure, debug or
+ * release); the program is not linked against hakozuna.
+ *
+ * secure and debug: every detection ends the child with SIGABRT after one
+ * line "hakozuna: error: ..." naming the misuse and the address; guard
+ * pages end it with SIGSEGV. release: an invalid free is reported with one
+ * line and ignored, every other block stays intact.
+ *
+ * A child's stderr goes to a pipe; it announces the address it is about to
+ * misuse with a line "note: addr 0x...", which the parent expects in the
+ * library's line. A child that finds something wrong itself prints
+ * "fail: ..." and exits 1. Cases that need an option set at start-up run in
+ * a child that re-executes this program with "--case NAME". */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+
+/* Exported by the library: C++ sized delete and C23 free_sized. */
+extern void _ZdlPvm(void *p, size_t n) __attribute__((weak));
+extern void free_sized(void *p, size_t n) __attribute__((weak));
+
+enum { V_RELEASE, V_SECURE, V_DEBUG };
+#define REL (1u << V_RELEASE)
+#define SEC (1u << V_SECURE)
+#define DBG (1u << V_DEBUG)
+static int variant;
+static const char *variant_name;
+
+/* Called through volatile pointers: the compiler can neither drop a
+ * malloc/free pair nor warn about the misuses, which are the point. */
+static void *(*volatile xmalloc)(size_t) = malloc;
+static void (*volatile xfree)(void *) = free;
+
+#define SEGMENT_SIZE ((uintptr_t)4 << 20)
+
+/* ---------------------------------------------------------------------------
+ * Child side
+ * ------------------------------------------------------------------------- */
+/* One line on stderr (the pipe), without stdio buffers or allocation. */
+static void child_print(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+static void child_print(const char *fmt, ...) {
+  char line[256];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if (n > (int)sizeof line - 2) n = (int)sizeof line - 2;
+  line[n++] = '\n';
+  (void)!write(2, line, (size_t)n);
+}
+
+#define note_addr(p) child_print("note: addr %p", (const void *)(p))
+#define child_fail(...)                                                        \
+  do {                                                                         \
+    child_print("fail: " __VA_ARGS__);                                         \
+    _exit(1);                                                                  \
+  } while (0)
+
+/* No core files for the expected crashes, and no case runs forever. */
+static void child_setup(void) {
+  struct rlimit none = {0, 0};
+  setrlimit(RLIMIT_CORE, &none);
+  prctl(PR_SET_DUMPABLE, 0);
+  alarm(5);
+}
+
+static unsigned char pattern(int block, size_t k) {
+  return (unsigned char)(block * 31 + k * 7 + 1);
+}
+
+static void fill_check(const unsigned char *p, size_t n, unsigned char byte,
+                       const char *what) {
+  for (size_t k = 0; k < n; k++)
+    if (p[k] != byte)
+      child_fail("%s: byte %zu is 0x%02x, not 0x%02x", what, k, p[k], byte);
+}
+
+/* Blocks that must survive an invalid free, of sizes from 16 B to a large
+ * block. */
+enum { LIVE = 20 };
+static unsigned char *live[LIVE];
+static size_t live_size[LIVE];
+
+static void live_fill(void) {
+  for (int i = 0; i < LIVE; i++) {
+    live_size[i] = i == LIVE - 1 ? 300000 : 16 + (size_t)i * i * 97;
+    live[i] = xmalloc(live_size[i]);
+    if (live[i] == NULL) child_fail("malloc(%zu) failed", live_size[i]);
+    for (size_t k = 0; k < live_size[i]; k++)
+      live[i][k] = pattern(i, k);
+  }
+}
+
+static void live_verify(void) {
+  for (int i = 0; i < LIVE; i++) {
+    for (size_t k = 0; k < live_size[i]; k++)
+      if (live[i][k] != pattern(i, k))
+        child_fail("live block %d (%zu bytes) changed at byte %zu", i,
+                   live_size[i], k);
+    xfree(live[i]);
+  }
+}
+
+/* The allocator keeps working. */
+static void more_pairs(void) {
+  for (int i = 0; i < 1000; i++) {
+    size_t n = 1 + (size_t)(i * 37) % 5000;
+    unsigned char *p = xmalloc(n);
+    if (p == NULL) child_fail("malloc(%zu) failed after the invalid free", n);
+    memset(p, i & 0xFF, n);
+    if (p[0] != (i & 0xFF) || p[n - 1] != (i & 0xFF))
+      child_fail("block of %zu bytes does not hold its bytes", n);
+    xfree(p);
+  }
+}
+
+/* Free a pointer that is no block: secure and debug stop there; release
+ * reports it and must go on with every other block intact. */
+static void invalid_free_of(void *p) {
+  live_fill();
+  note_addr(p);
+  xfree(p);
+  live_verify();
+  more_pairs();
+}
+
+/* --- double free -----------------------------------------------------------
+ */
+static void case_df_immediate(void) {
+  void *p = xmalloc(64);
+  note_addr(p);
+  xfree(p);
+  xfree(p);
+}
+
+static void case_df_after_others(void) {
+  void *p = xmalloc(64);
+  void *others[5];
+  for (int i = 0; i < 5; i++)
+    others[i] = xmalloc(64);
+  note_addr(p);
+  xfree(p);
+  for (int i = 0; i < 5; i++)
+    xfree(others[i]);
+  xfree(p);
+}
+
+static void case_df_interleaved(void) {
+  void *p = xmalloc(64);
+  void *q = xmalloc(64);
+  note_addr(p);
+  xfree(p);
+  xfree(q);
+  xfree(p);
+}
+
+static void case_df_after_reuse(void) {
+  void *p = xmalloc(64);
+  xfree(p);
+  void *q = xmalloc(64);
+  if (q != p) child_print("note: reuse gave %p, not %p", q, p);
+  xfree(q);
+  note_addr(p);
+  xfree(p); /* q is p: a double free; otherwise p is still free */
+}
+
+static void *free_in_thread(void *p) {
+  void *own = xmalloc(100); /* the thread has a heap of its own */
+  xfree(p);
+  xfree(own);
+  return NULL;
+}
+
+static void case_df_cross_thread(void) {
+  void *p = xmalloc(64);
+  pthread_t t;
+  if (pthread_create(&t, NULL, free_in_thread, p) != 0)
+    child_fail("pthread_create");
+  pthread_join(t, NULL);
+  note_addr(p);
+  xfree(p);
+}
+
+static void case_df_large(void) {
+  void *p = xmalloc((size_t)1 << 20);
+  note_addr(p);
+  xfree(p);
+  xfree(p);
+}
+
+/* --- invalid frees ---------------------------------------------------------
+ */
+static void case_inv_one(void) { invalid_free_of((void *)1); }
+
+static void case_inv_stack(void) {
+  unsigned char local[64];
+  memset(local, 0x77, sizeof local);
+  invalid_free_of(local + 16);
+  fill_check(local, sizeof local, 0x77, "stack bytes");
+}
+
+static void interior_free(size_t offset) {
+  unsigned char *p = xmalloc(16384);
+  memset(p, 0x5A, 16384);
+  invalid_free_of(p + offset);
+  fill_check(p, 16384, 0x5A, "block freed through an interior pointer");
+  xfree(p);
+}
+
+static void case_inv_interior_1(void) { interior_free(1); }
+static void case_inv_interior_8(void) { interior_free(8); }
+static void case_inv_interior_4096(void) { interior_free(4096); }
+
+static void case_inv_mmap(void) {
+  unsigned char *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) child_fail("mmap");
+  memset(m, 0x3C, 4096);
+  invalid_free_of(m + 16);
+  fill_check(m, 4096, 0x3C, "mmap'd page");
+  munmap(m, 4096);
+}
+
+/* --- write after free ------------------------------------------------------
+ */
+static void case_write_after_free(void) {
+  unsigned char *p = xmalloc(64);
+  note_addr(p);
+  xfree(p);
+  memset(p, 0x41, 16);
+  for (int i = 0; i < 8; i++)
+    (void)xmalloc(64);
+}
+
+/* --- debug: canaries and fill bytes ----------------------------------------
+ */
+static void case_overflow_1(void) {
+  unsigned char *p = xmalloc(100);
+  note_addr(p);
+  p[100] = 'x';
+  xfree(p);
+}
+
+static void case_overflow_32(void) {
+  unsigned char *p = xmalloc(100);
+  note_addr(p);
+  memset(p + 100, 'x', 32);
+  xfree(p);
+}
+
+static void case_overflow_large(void) {
+  unsigned char *p = xmalloc((size_t)1 << 20);
+  note_addr(p);
+  p[(size_t)1 << 20] = 1;
+  xfree(p);
+}
+
+static void case_fill_bytes(void) {
+  unsigned char *p = xmalloc(100);
+  fill_check(p, 100, 0xA5, "fresh malloc(100)");
+  memset(p, 0, 100);
+  xfree(p);
+  /* The first 16 bytes hold the free mark; the rest read the freed fill. */
+  fill_check(p + 16, 84, 0xDF, "freed block");
+}
+
+/* --- sized delete ----------------------------------------------------------
+ */
+static void case_sized_delete(void) {
+  if (_ZdlPvm == NULL) child_fail("_ZdlPvm not found");
+  void *p = xmalloc(200);
+  note_addr(p);
+  _ZdlPvm(p, 16);
+}
+
+static void case_free_sized(void) {
+  if (free_sized == NULL) child_fail("free_sized not found");
+  void *p = xmalloc(200);
+  note_addr(p);
+  free_sized(p, 16);
+}
+
+/* The right size is no misuse, in any variant. */
+static void case_sized_ok(void) {
+  if (_ZdlPvm == NULL || free_sized == NULL)
+    child_fail("_ZdlPvm or free_sized not found");
+  _ZdlPvm(xmalloc(200), 200);
+  free_sized(xmalloc(200), 200);
+  _ZdlPvm(xmalloc((size_t)1 << 20), (size_t)1 << 20);
+}
+
+/* --- secure: guard pages, random order, zeroing ----------------------------
+ */
+/* The guard must be a PROT_NONE page of the process, not just a hole. */
+static void expect_guard_page(const volatile unsigned char *p) {
+  uintptr_t a = (uintptr_t)p;
+  FILE *maps = fopen("/proc/self/maps", "r");
+  if (maps == NULL) child_fail("cannot read /proc/self/maps");
+  char line[512];
+  bool found = false;
+  while (fgets(line, sizeof line, maps) != NULL) {
+    unsigned long from, to;
+    char perms[8];
+    if (sscanf(line, "%lx-%lx %7s", &from, &to, perms) != 3) continue;
+    if (a < from || a >= to) continue;
+    if (strncmp(perms, "---", 3) != 0)
+      child_fail("%p lies in a mapping with permissions %s", (void *)a, perms);
+    found = true;
+  }
+  fclose(maps);
+  if (!found) child_fail("%p lies in no mapping: not a guard page", (void *)a);
+}
+
+static uintptr_t segment_of_small_block(void) {
+  void *p = xmalloc(48);
+  return (uintptr_t)p & ~(SEGMENT_SIZE - 1);
+}
+
+static void case_guard_head(void) {
+  uintptr_t base = segment_of_small_block();
+  volatile unsigned char *guard = (unsigned char *)(base + 8192);
+  note_addr(guard);
+  expect_guard_page(guard);
+  *guard = 1;
+}
+
+static void case_guard_tail(void) {
+  uintptr_t base = segment_of_small_block();
+  volatile unsigned char *guard =
+      (unsigned char *)(base + SEGMENT_SIZE - 4096 + 100);
+  note_addr(guard);
+  expect_guard_page(guard);
+  *guard = 1;
+}
+
+/* A large block ends at the guard page of its mapping. */
+static void case_guard_large(void) {
+  unsigned char *p = xmalloc((size_t)1 << 20);
+  size_t usable = malloc_usable_size(p);
+  if (usable < (size_t)1 << 20) child_fail("usable size %zu", usable);
+  memset(p, 1, usable);
+  volatile unsigned char *guard = p + usable;
+  note_addr(guard);
+  expect_guard_page(guard);
+  *guard = 1;
+}
+
+static void case_random_order(void) {
+  enum { N = 256 };
+  uintptr_t a[N];
+  for (int i = 0; i < N; i++)
+    a[i] = (uintptr_t)xmalloc(48);
+  int adjacent = 0;
+  for (int i = 1; i < N; i++) {
+    uintptr_t d = a[i] > a[i - 1] ? a[i] - a[i - 1] : a[i - 1] - a[i];
+    adjacent += d == 48;
+  }
+  child_print("note: adjacent %d of %d", adjacent, N - 1);
+}
+
+static void case_zero_on_free(void) {
+  if (getenv("HZ_ZERO_ON_FREE") == NULL) child_fail("HZ_ZERO_ON_FREE not set");
+  unsigned char *p = xmalloc(256);
+  memset(p, 0xAB, 256);
+  xfree(p);
+  fill_check(p + 16, 240, 0, "block freed with HZ_ZERO_ON_FREE=1");
+}
+
+/* ---------------------------------------------------------------------------
+ * The cases and what each variant must do
+ * ------------------------------------------------------------------------- */
+typedef enum {
+  OUT_ABORT,    /* SIGABRT after one matching line */
+  OUT_SEGV,     /* SIGSEGV, no line */
+  OUT_REPORTED, /* exit 0 after one matching line */
+  OUT_CLEAN     /* exit 0, no line */
+} outcome_t;
+
+typedef struct case_s {
+  const char *name;
+  void (*run)(void);
+  unsigned variants;
+  outcome_t outcome;         /* secure and debug */
+  outcome_t release_outcome; /* release, where it runs */
+  /* The library's line starts with one of these; %s is the noted
+   * address. */
+  const char *message;
+  const char *alternative;
+  const char *env; /* NAME=value: the child re-executes with it set */
+  void (*after)(const struct case_s *, const char *notes);
+} case_t;
+
+#define E           "hakozuna: error: "
+#define DOUBLE_FREE E "double free of %s (size class "
+#define NOT_OURS    E "invalid free of %s (not allocated by hakozuna)"
+#define INTERIOR                                                               \
+  E "invalid free (not at the start of a block) of %s (size class "
+#define CORRUPT_LIST E "corrupted free list (freed block overwritten) at "
+#define SIZED        E "sized delete mismatch (freed as 16 bytes) of %s (size class "
+
+static void random_order_after(const case_t *c, const char *notes);
+
+static const case_t cases[] = {
+    {"double_free.immediate", case_df_immediate, SEC | DBG, OUT_ABORT, 0,
+     DOUBLE_FREE, NULL, NULL, NULL},
+    {"double_free.after_other_frees", case_df_after_others, SEC | DBG,
+     OUT_ABORT, 0, DOUBLE_FREE, NULL, NULL, NULL},
+    {"double_free.interleaved", case_df_interleaved, SEC | DBG, OUT_ABORT, 0,
+     DOUBLE_FREE, NULL, NULL, NULL},
+    {"double_free.after_reuse", case_df_after_reuse, SEC | DBG, OUT_ABORT, 0,
+     DOUBLE_FREE, NULL, NULL, NULL},
+    {"double_free.cross_thread", case_df_cross_thread, SEC | DBG, OUT_ABORT, 0,
+     DOUBLE_FREE, NULL, NULL, NULL},
+    {"double_free.large", case_df_large, SEC | DBG, OUT_ABORT, 0,
+     E "double free of %s (large block of ", NULL, NULL, NULL},
+    {"invalid_free.one", case_inv_one, SEC | DBG | REL, OUT_ABORT, OUT_REPORTED,
+     NOT_OURS, NULL, NULL, NULL},
+    {"invalid_free.stack", case_inv_stack, SEC | DBG | REL, OUT_ABORT,
+     OUT_REPORTED, NOT_OURS, NULL, NULL, NULL},
+    {"invalid_free.interior_1", case_inv_interior_1, SEC | DBG | REL, OUT_ABORT,
+     OUT_REPORTED, INTERIOR, NULL, NULL, NULL},
+    {"invalid_free.interior_8", case_inv_interior_8, SEC | DBG | REL, OUT_ABORT,
+     OUT_REPORTED, INTERIOR, NULL, NULL, NULL},
+    {"invalid_free.interior_4096", case_inv_interior_4096, SEC | DBG | REL,
+     OUT_ABORT, OUT_REPORTED, INTERIOR, NULL, NULL, NULL},
+    {"invalid_free.mmap", case_inv_mmap, SEC | DBG | REL, OUT_ABORT,
+     OUT_REPORTED, NOT_OURS, NULL, NULL, NULL},
+    {"write_after_free", case_write_after_free, SEC | DBG, OUT_ABORT, 0,
+     E "write after free of %s (size class ", CORRUPT_LIST, NULL, NULL},
+    {"overflow.1_byte", case_overflow_1, DBG, OUT_ABORT, 0,
+     E "heap overflow of %s (block of 100 bytes overrun by 1 bytes; size "
+       "class ",
+     NULL, NULL, NULL},
+    {"overflow.32_bytes", case_overflow_32, DBG, OUT_ABORT, 0,
+     E "heap overflow of %s (block of 100 bytes overrun by 32 bytes; size "
+       "class ",
+     NULL, NULL, NULL},
+    {"overflow.large", case_overflow_large, DBG, OUT_ABORT, 0,
+     E "heap overflow of %s (block of 1048576 bytes overrun by ", NULL, NULL,
+     NULL},
+    {"fill_bytes", case_fill_bytes, DBG, OUT_CLEAN, 0, NULL, NULL, NULL, NULL},
+    {"sized_delete.mismatch", case_sized_delete, SEC | DBG, OUT_ABORT, 0, SIZED,
+     NULL, NULL, NULL},
+    {"free_sized.mismatch", case_free_sized, SEC | DBG, OUT_ABORT, 0, SIZED,
+     NULL, NULL, NULL},
+    {"sized_delete.right_size", case_sized_ok, SEC | DBG | REL, OUT_CLEAN,
+     OUT_CLEAN, NULL, NULL, NULL, NULL},
+    {"guard_page.segment_header", case_guard_head, SEC, OUT_SEGV, 0, NULL, NULL,
+     NULL, NULL},
+    {"guard_page.segment_end", case_guard_tail, SEC, OUT_SEGV, 0, NULL, NULL,
+     NULL, NULL},
+    {"guard_page.large_end", case_guard_large, SEC, OUT_SEGV, 0, NULL, NULL,
+     NULL, NULL},
+    {"random_order", case_random_order, SEC | REL, OUT_CLEAN, OUT_CLEAN, NULL,
+     NULL, NULL, random_order_after},
+    {"zero_on_free", case_zero_on_free, SEC, OUT_CLEAN, 0, NULL, NULL,
+     "HZ_ZERO_ON_FREE=1", NULL},
+};
+enum { CASE_COUNT = sizeof cases / sizeof *cases };
+
+/* ---------------------------------------------------------------------------
+ * Parent side
+ * ------------------------------------------------------------------------- */
+typedef struct {
+  int status;
+  char text[16384];
+} result_t;
+
+static const char *self_argv0;
+
+static void run_child(const case_t *c, result_t *r) {
+  int fds[2];
+  if (pipe(fds) != 0) {
+    perror("pipe");
+    exit(2);
+  }
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    perror("fork");
+    exit(2);
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    dup2(fds[1], 2);
+    close(fds[1]);
+    child_setup();
+    if (c->env != NULL) {
+      /* Options are read at start-up: a fresh process, same library. */
+      char *env = strdup(c->env);
+      char *eq = strchr(env, '=');
+      *eq = 0;
+      setenv(env, eq + 1, 1);
+      char *args[] = {(char *)self_argv0, (char *)variant_name, "--case",
+                      (char *)c->name, NULL};
+      execv("/proc/self/exe", args);
+      child_fail("execv /proc/self/exe: %s", strerror(errno));
+    }
+    c->run();
+    _exit(0);
+  }
+  close(fds[1]);
+  size_t len = 0;
+  for (;;) {
+    char sink[4096];
+    char *to = len < sizeof r->text - 1 ? r->text + len : sink;
+    size_t room =
+        len < sizeof r->text - 1 ? sizeof r->text - 1 - len : sizeof sink;
+    ssize_t n = read(fds[0], to, room);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (to != sink) len += (size_t)n;
+  }
+  r->text[len] = 0;
+  close(fds[0]);
+  while (waitpid(pid, &r->status, 0) < 0 && errno == EINTR) {
+  }
+}
+
+static void describe_status(int status, char *out, size_t size) {
+  if (WIFSIGNALED(status))
+    snprintf(out, size, "killed by signal %d (%s)", WTERMSIG(status),
+             strsignal(WTERMSIG(status)));
+  else if (WIFEXITED(status))
+    snprintf(out, size, "exited with code %d", WEXITSTATUS(status));
+  else
+    snprintf(out, size, "status 0x%x", status);
+}
+
+/* The value after "note: <key> " in the child's output, or "". */
+static void note_value(const char *text, const char *key, char *out,
+                       size_t size) {
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "note: %s ", key);
+  out[0] = 0;
+  for (const char *line = text; *line; line = strchr(line, '\n') + 1) {
+    const char *end = strchr(line, '\n');
+    if (end == NULL) break;
+    size_t plen = strlen(prefix);
+    if ((size_t)(end - line) > plen && strncmp(line, prefix, plen) == 0) {
+      size_t n = (size_t)(end - line) - plen;
+      if (n >= size) n = size - 1;
+      memcpy(out, line + plen, n);
+      out[n] = 0;
+    }
+  }
+}
+
+static bool line_matches(const char *line, size_t len, const char *format,
+                         const char *addr) {
+  if (format == NULL) return false;
+  char want[256];
+  snprintf(want, sizeof want, format, addr);
+  size_t n = strlen(want);
+  return len >= n && strncmp(line, want, n) == 0;
+}
+
+static int case_failures;
+
+static void evaluate(const case_t *c, const result_t *r) {
+  int before = check_failures;
+  outcome_t want = variant == V_RELEASE ? c->release_outcome : c->outcome;
+  char status[96];
+  describe_status(r->status, status, sizeof status);
+  char addr[64];
+  note_value(r->text, "addr", addr, sizeof addr);
+  if (c->message != NULL && strstr(c->message, "%s") != NULL)
+    CHECK_MSG(addr[0] != 0, "%s: the child noted no address", c->name);
+
+  int lines = 0, matching = 0, fails = 0;
+  for (const char *line = r->text; *line;) {
+    const char *end = strchr(line, '\n');
+    size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
+    if (strncmp(line, "hakozuna: ", 10) == 0) {
+      lines++;
+      matching += line_matches(line, len, c->message, addr) ||
+                  line_matches(line, len, c->alternative, NULL);
+    } else if (strncmp(line, "fail: ", 6) == 0) {
+      fails++;
+    }
+    if (end == NULL) break;
+    line = end + 1;
+  }
+
+  switch (want) {
+  case OUT_ABORT:
+    CHECK_MSG(WIFSIGNALED(r->status) && WTERMSIG(r->status) == SIGABRT,
+              "%s: expected SIGABRT, child %s", c->name, status);
+    break;
+  case OUT_SEGV:
+    CHECK_MSG(WIFSIGNALED(r->status) && WTERMSIG(r->status) == SIGSEGV,
+              "%s: expected SIGSEGV, child %s", c->name, status);
+    break;
+  case OUT_REPORTED:
+  case OUT_CLEAN:
+    CHECK_MSG(WIFEXITED(r->status) && WEXITSTATUS(r->status) == 0,
+              "%s: expected a normal exit, child %s", c->name, status);
+    break;
+  }
+  CHECK_MSG(fails == 0, "%s: the child found a problem", c->name);
+  if (want == OUT_ABORT || want == OUT_REPORTED) {
+    CHECK_MSG(lines == 1, "%s: expected one hakozuna line, got %d", c->name,
+              lines);
+    char want_line[256];
+    snprintf(want_line, sizeof want_line, c->message, addr);
+    CHECK_MSG(matching == lines, "%s: expected a line starting \"%s\"%s%s",
+              c->name, want_line, c->alternative != NULL ? " or " : "",
+              c->alternative != NULL ? c->alternative : "");
+  } else {
+    CHECK_MSG(lines == 0, "%s: expected no hakozuna line, got %d", c->name,
+              lines);
+  }
+  if (c->after != NULL) c->after(c, r->text);
+
+  bool ok = check_failures == before;
+  case_failures += !ok;
+  printf("%-4s %-32s %s\n", ok ? "ok" : "FAIL", c->name, status);
+  /* The library's lines always, the whole of the child's stderr on a
+   * failure. */
+  for (const char *line = r->text; *line;) {
+    const char *end = strchr(line, '\n');
+    int len = end != NULL ? (int)(end - line) : (int)strlen(line);
+    if (!ok || strncmp(line, "hakozuna: ", 10) == 0 ||
+        strncmp(line, "note: reuse", 11) == 0)
+      printf("     | %.*s\n", len, line);
+    if (end == NULL) break;
+    line = end + 1;
+  }
+}
+
+/* Fresh blocks in address order (release) sit next to each other; the
+ * secure variants hand them out shuffled. */
+static void random_order_after(const case_t *c, const char *notes) {
+  char value[64];
+  note_value(notes, "adjacent", value, sizeof value);
+  int adjacent = -1, pairs = 0;
+  if (sscanf(value, "%d of %d", &adjacent, &pairs) != 2) adjacent = -1;
+  CHECK_MSG(adjacent >= 0, "%s: no count from the child", c->name);
+  printf("     %s: %d of %d consecutive malloc(48) pairs are 48 bytes apart\n",
+         variant_name, adjacent, pairs);
+  if (variant != V_RELEASE)
+    CHECK_MSG(adjacent < pairs / 2,
+              "%s: %d of %d pairs adjacent: blocks not shuffled", c->name,
+              adjacent, pairs);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s secure|debug|release\n", argv[0]);
+    return 2;
+  }
+  setvbuf(stdout, NULL, _IOLBF, 0); /* in step with the checks' stderr */
+  self_argv0 = argv[0];
+  variant_name = argv[1];
+  if (strcmp(variant_name, "release") == 0)
+    variant = V_RELEASE;
+  else if (strcmp(variant_name, "secure") == 0)
+    variant = V_SECURE;
+  else if (strcmp(variant_name, "debug") == 0)
+    variant = V_DEBUG;
+  else {
+    fprintf(stderr, "unknown variant %s\n", variant_name);
+    return 2;
+  }
+  /* A re-executed child: run the one case. */
+  if (argc == 4 && strcmp(argv[2], "--case") == 0) {
+    child_setup();
+    for (int i = 0; i < CASE_COUNT; i++)
+      if (strcmp(cases[i].name, argv[3]) == 0) {
+        cases[i].run();
+        return 0;
+      }
+    child_fail("no case %s", argv[3]);
+  }
+
+  int run = 0;
+  for (int i = 0; i < CASE_COUNT; i++) {
+    if (!(cases[i].variants & (1u << variant))) continue;
+    result_t r;
+    run_child(&cases[i], &r);
+    evaluate(&cases[i], &r);
+    run++;
+  }
+  printf("security.%s: %d cases, %d failed\n", variant_name, run,
+         case_failures);
+  char name[64];
+  snprintf(name, sizeof name, "security.%s", variant_name);
+  return check_report(name);
+}

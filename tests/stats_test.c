@@ -1,0 +1,511 @@
+/* stats_test — the statistics as a program gets them, under LD_PRELOAD:
+ * the JSON written at exit (HZ_STATS_JSON) and hz_stats_print().
+ *
+ * Run without arguments, the test re-executes itself (/proc/self/exe
+ * child) with HZ_STATS_JSON naming a fresh file in /tmp. The child
+ *   - allocates BLOCKS blocks of 3000 bytes (class 26, 3072-byte blocks),
+ *     frees LOCAL_FREES of them itself and REMOTE_FREES from a second
+ *     thread (which allocated first, so it has a heap and its frees are
+ *     remote frees), and keeps the other KEPT alive to the end;
+ *   - allocates large blocks: 4 of 1 MiB, frees 3, allocates and frees one
+ *     more of 1 MiB (the cache can serve it) and one of 8 MiB, and keeps one
+ *     1 MiB block alive;
+ *   - calls hz_stats_print (found with dlsym) between two marker lines.
+ * The parent reads the child's stderr and the JSON file (a small parser
+ * made for this format: numbers looked up by key inside a given object)
+ * and checks:
+ *   - the JSON is balanced and has the expected keys;
+ *   - class 26: block_size 3072, allocs >= BLOCKS, frees >= LOCAL_FREES +
+ *     REMOTE_FREES, remote_frees >= REMOTE_FREES, live == allocs - frees,
+ *     KEPT <= live <= KEPT + 10 (libc may hold a few blocks of that size),
+ *     peak_live >= 900 (published every 64 blocks of change per thread, so
+ *     within a bin refill plus 64 of the 1000 reached) and >= live;
+ *   - every class: live == allocs - frees, peak_live >= live, frees >=
+ *     remote_frees, classes in increasing order;
+ *   - large: allocs >= 6, frees >= 5, live_bytes >= 1 MiB, reuses >= 1;
+ *   - os.mmap > 0, os.mapped_bytes > 0, peak_rss_bytes >= rss_bytes > 0,
+ *     heaps >= 2, pages_acquired > 0;
+ *   - hz_stats_print printed the per-class table header and a row for
+ *     class 26 with the same story (allocs >= BLOCKS, ...), and the exit
+ *     JSON counts at least what that report did.
+ *
+ * usage: stats_test [rss]
+ *
+ * With "rss": the peak RSS is never shown below the RSS shown with it
+ * (peak_rss_bytes >= rss_bytes >= 16 MiB after touching 16 MiB), both in
+ * the JSON of a child that printed no report before exit and in the first
+ * hz_stats_print report of another. (The default run calls hz_stats_print
+ * before the JSON is written, which hides an ordering problem there: each
+ * report reads VmHWM before statm, and the first call of the RSS reader can
+ * fault in code pages in between.)
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "child_run.h"
+
+#define BLOCK_SIZE   3000
+#define BLOCK_CLASS  26
+#define CLASS_BYTES  3072
+#define BLOCKS       1000
+#define LOCAL_FREES  600
+#define REMOTE_FREES 150
+#define KEPT         (BLOCKS - LOCAL_FREES - REMOTE_FREES)
+#define LIBC_SLACK   10
+#define PEAK_MIN     900
+#define MIB          ((size_t)1 << 20)
+
+#define MARK_BEGIN "child: hz_stats_print begin\n"
+#define MARK_END   "child: hz_stats_print end\n"
+
+/* ---------------------------------------------------------------------------
+ * Child
+ * ------------------------------------------------------------------------- */
+static void *volatile blocks[BLOCKS];
+static void *volatile large_kept;
+static void *volatile sink;
+
+static void *remote_freer(void *arg) {
+  (void)arg;
+  void *own = malloc(100); /* a heap of its own: the frees below are remote */
+  sink = own;
+  for (int i = LOCAL_FREES; i < LOCAL_FREES + REMOTE_FREES; i++)
+    free(blocks[i]);
+  free(own);
+  return NULL;
+}
+
+static void say(const char *text) {
+  if (write(STDERR_FILENO, text, strlen(text)) < 0) _exit(3);
+}
+
+static int child_main(void) {
+  void (*stats_print)(void) =
+      (void (*)(void))dlsym(RTLD_DEFAULT, "hz_stats_print");
+  if (stats_print == NULL) {
+    say("child: hz_stats_print not found (is hakozuna preloaded?)\n");
+    return 1;
+  }
+  for (int i = 0; i < BLOCKS; i++) {
+    char *p = malloc(BLOCK_SIZE);
+    if (p == NULL) return 1;
+    memset(p, i & 0xff, BLOCK_SIZE);
+    blocks[i] = p;
+  }
+  for (int i = 0; i < LOCAL_FREES; i++)
+    free(blocks[i]);
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, remote_freer, NULL) != 0) return 1;
+  pthread_join(thread, NULL);
+
+  char *large[4];
+  for (int i = 0; i < 4; i++) {
+    large[i] = malloc(MIB);
+    if (large[i] == NULL) return 1;
+    memset(large[i], 1, MIB);
+  }
+  for (int i = 0; i < 3; i++)
+    free(large[i]);
+  large_kept = large[3];
+  char *again = malloc(MIB); /* the cache has three of this size */
+  char *big = malloc(8 * MIB);
+  if (again == NULL || big == NULL) return 1;
+  memset(again, 2, MIB);
+  memset(big, 3, 8 * MIB);
+  free(again);
+  free(big);
+
+  say(MARK_BEGIN);
+  stats_print();
+  say(MARK_END);
+  return 0; /* blocks[LOCAL_FREES + REMOTE_FREES..] stay live */
+}
+
+/* rss mode: a program that touches 16 MiB and reports once, either with
+ * hz_stats_print or only through the JSON at exit. */
+static int child_rss_main(bool print) {
+  void (*stats_print)(void) =
+      (void (*)(void))dlsym(RTLD_DEFAULT, "hz_stats_print");
+  if (stats_print == NULL) {
+    say("child: hz_stats_print not found (is hakozuna preloaded?)\n");
+    return 1;
+  }
+  char *p = malloc(16 * MIB);
+  if (p == NULL) return 1;
+  memset(p, 1, 16 * MIB);
+  large_kept = p;
+  if (print) {
+    say(MARK_BEGIN);
+    stats_print();
+    say(MARK_END);
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * A parser for this JSON: numbers looked up by key within [from, to)
+ * ------------------------------------------------------------------------- */
+typedef struct {
+  const char *from, *to;
+} span_t;
+
+/* The number after "key": inside the span; false when absent. */
+static bool json_number(span_t s, const char *key, long long *out) {
+  char needle[64];
+  snprintf(needle, sizeof needle, "\"%s\":", key);
+  size_t n = strlen(needle);
+  for (const char *p = s.from; p + n <= s.to; p++) {
+    if (memcmp(p, needle, n) != 0) continue;
+    char *end;
+    long long v = strtoll(p + n, &end, 10);
+    if (end == p + n || end > s.to) return false;
+    *out = v;
+    return true;
+  }
+  return false;
+}
+
+/* The span from the opening `open` after "key": to its matching `close`. */
+static bool json_nested(span_t s, const char *key, char open, char close,
+                        span_t *out) {
+  char needle[64];
+  snprintf(needle, sizeof needle, "\"%s\":", key);
+  size_t n = strlen(needle);
+  for (const char *p = s.from; p + n <= s.to; p++) {
+    if (memcmp(p, needle, n) != 0) continue;
+    const char *q = p + n;
+    while (q < s.to && *q == ' ')
+      q++;
+    if (q == s.to || *q != open) return false;
+    int depth = 0;
+    for (const char *e = q; e < s.to; e++) {
+      if (*e == open) depth++;
+      if (*e == close && --depth == 0) {
+        *out = (span_t){q + 1, e};
+        return true;
+      }
+    }
+    return false;
+  }
+  return false;
+}
+
+/* Braces and brackets nest properly, the text is one object. */
+static bool json_balanced(const char *text) {
+  char stack[16];
+  int depth = 0;
+  const char *p = text;
+  while (*p == ' ' || *p == '\n')
+    p++;
+  if (*p != '{') return false;
+  for (; *p != 0; p++) {
+    if (*p == '"') {
+      p = strchr(p + 1, '"');
+      if (p == NULL) return false;
+      continue;
+    }
+    if (*p == '{' || *p == '[') {
+      if (depth == (int)sizeof stack) return false;
+      stack[depth++] = *p == '{' ? '}' : ']';
+    } else if (*p == '}' || *p == ']') {
+      if (depth == 0 || stack[--depth] != *p) return false;
+      if (depth == 0) {
+        for (p++; *p == ' ' || *p == '\n'; p++) {
+        }
+        return *p == 0;
+      }
+    }
+  }
+  return false;
+}
+
+/* The number after "key": in the span, LLONG_MIN (fails every check)
+ * when absent. */
+static long long num(span_t s, const char *key) {
+  long long v;
+  return json_number(s, key, &v) ? v : LLONG_MIN;
+}
+
+typedef struct {
+  long long cls, block_size, allocs, frees, remote_frees, live, peak_live;
+} class_t;
+
+static bool json_class(span_t s, class_t *c) {
+  return json_number(s, "class", &c->cls) &&
+         json_number(s, "block_size", &c->block_size) &&
+         json_number(s, "allocs", &c->allocs) &&
+         json_number(s, "frees", &c->frees) &&
+         json_number(s, "remote_frees", &c->remote_frees) &&
+         json_number(s, "live", &c->live) &&
+         json_number(s, "peak_live", &c->peak_live);
+}
+
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return NULL;
+  size_t cap = 1 << 16, len = 0;
+  char *text = malloc(cap);
+  size_t got;
+  while (text != NULL && (got = fread(text + len, 1, cap - len - 1, f)) > 0) {
+    len += got;
+    if (cap - len < 1024) {
+      char *grown = realloc(text, cap * 2);
+      if (grown == NULL) {
+        free(text);
+        text = NULL;
+        break;
+      }
+      text = grown;
+      cap *= 2;
+    }
+  }
+  fclose(f);
+  if (text != NULL) text[len] = 0;
+  return text;
+}
+
+/* ---------------------------------------------------------------------------
+ * Checks
+ * ------------------------------------------------------------------------- */
+/* Class 26 as either report shows it. */
+static void check_class26(const char *where, const class_t *c) {
+  CHECK_MSG(c->block_size == CLASS_BYTES, "%s: class 26 block size %lld", where,
+            c->block_size);
+  CHECK_MSG(c->allocs >= BLOCKS, "%s: class 26 allocs %lld < %d", where,
+            c->allocs, BLOCKS);
+  CHECK_MSG(c->frees >= LOCAL_FREES + REMOTE_FREES,
+            "%s: class 26 frees %lld < %d", where, c->frees,
+            LOCAL_FREES + REMOTE_FREES);
+  CHECK_MSG(c->remote_frees >= REMOTE_FREES,
+            "%s: class 26 remote frees %lld < %d", where, c->remote_frees,
+            REMOTE_FREES);
+  CHECK_MSG(c->live == c->allocs - c->frees,
+            "%s: class 26 live %lld != %lld - %lld", where, c->live, c->allocs,
+            c->frees);
+  CHECK_MSG(c->live >= KEPT && c->live <= KEPT + LIBC_SLACK,
+            "%s: class 26 live %lld, want %d..%d", where, c->live, KEPT,
+            KEPT + LIBC_SLACK);
+  CHECK_MSG(c->peak_live >= PEAK_MIN && c->peak_live >= c->live,
+            "%s: class 26 peak live %lld (live %lld, want >= %d)", where,
+            c->peak_live, c->live, PEAK_MIN);
+}
+
+/* The hz_stats_print output between the markers: header and class 26. */
+static bool check_printed(const char *err, class_t *row) {
+  const char *begin = strstr(err, MARK_BEGIN);
+  const char *end = begin != NULL ? strstr(begin, MARK_END) : NULL;
+  CHECK_MSG(begin != NULL && end != NULL,
+            "no hz_stats_print output between the markers; stderr:\n%s", err);
+  if (begin == NULL || end == NULL) return false;
+  const char *report = begin + strlen(MARK_BEGIN);
+  CHECK_MSG(strncmp(report, "hakozuna: stats report\n", 23) == 0,
+            "the report does not start with its title:\n%.*s",
+            (int)(end - report), report);
+  bool header = false, found = false;
+  for (const char *line = report; line < end;) {
+    const char *nl = memchr(line, '\n', (size_t)(end - line));
+    if (nl == NULL) nl = end;
+    char buf[256];
+    size_t len = (size_t)(nl - line) < sizeof buf - 1 ? (size_t)(nl - line)
+                                                      : sizeof buf - 1;
+    memcpy(buf, line, len);
+    buf[len] = 0;
+    line = nl + 1;
+    char w[7][16];
+    if (sscanf(buf, "%15s %15s %15s %15s %15s %15s %15s", w[0], w[1], w[2],
+               w[3], w[4], w[5], w[6]) == 7 &&
+        strcmp(w[0], "class") == 0 && strcmp(w[1], "block") == 0 &&
+        strcmp(w[2], "allocs") == 0 && strcmp(w[3], "frees") == 0 &&
+        strcmp(w[4], "remote") == 0 && strcmp(w[5], "live") == 0 &&
+        strcmp(w[6], "peak") == 0 && strstr(buf, "peak live") != NULL) {
+      CHECK_MSG(!header, "two class table headers");
+      header = true;
+      continue;
+    }
+    class_t c;
+    char extra;
+    if (header &&
+        sscanf(buf, "%lld %lld %lld %lld %lld %lld %lld %c", &c.cls,
+               &c.block_size, &c.allocs, &c.frees, &c.remote_frees, &c.live,
+               &c.peak_live, &extra) == 7 &&
+        c.cls == BLOCK_CLASS) {
+      CHECK_MSG(!found, "two rows for class 26");
+      found = true;
+      *row = c;
+    }
+  }
+  CHECK_MSG(header,
+            "no class table header (class block allocs frees remote "
+            "live peak live) in:\n%.*s",
+            (int)(end - report), report);
+  CHECK_MSG(found, "no row for class 26 after the header in:\n%.*s",
+            (int)(end - report), report);
+  return header && found;
+}
+
+static void check_json(const char *text, const class_t *printed) {
+  CHECK_MSG(json_balanced(text), "the JSON does not nest:\n%s", text);
+  span_t all = {text, text + strlen(text)};
+
+  span_t classes;
+  bool have_classes = json_nested(all, "classes", '[', ']', &classes);
+  CHECK_MSG(have_classes, "no \"classes\" array in:\n%s", text);
+  bool found = false;
+  int count = 0;
+  long long last = 0;
+  for (const char *p = have_classes ? classes.from : classes.to;
+       have_classes && (p = memchr(p, '{', (size_t)(classes.to - p))) != NULL;
+       count++) {
+    const char *close = memchr(p, '}', (size_t)(classes.to - p));
+    if (close == NULL) {
+      CHECK_MSG(false, "an unclosed class object");
+      break;
+    }
+    span_t obj = {p, close};
+    p = close + 1;
+    class_t c;
+    if (!json_class(obj, &c)) {
+      CHECK_MSG(false, "a class object lacks a field: %.*s",
+                (int)(close - obj.from + 1), obj.from);
+      continue;
+    }
+    CHECK_MSG(c.cls > last, "class %lld after class %lld", c.cls, last);
+    last = c.cls;
+    CHECK_MSG(c.live == c.allocs - c.frees,
+              "class %lld: live %lld != allocs %lld - frees %lld", c.cls,
+              c.live, c.allocs, c.frees);
+    CHECK_MSG(c.peak_live >= c.live, "class %lld: peak live %lld < live %lld",
+              c.cls, c.peak_live, c.live);
+    CHECK_MSG(c.frees >= c.remote_frees,
+              "class %lld: frees %lld < remote frees %lld", c.cls, c.frees,
+              c.remote_frees);
+    if (c.cls != BLOCK_CLASS) continue;
+    found = true;
+    check_class26("JSON", &c);
+    if (printed != NULL) {
+      /* The exit report comes later: it counts at least as much. */
+      CHECK_MSG(c.allocs >= printed->allocs && c.frees >= printed->frees &&
+                    c.remote_frees >= printed->remote_frees &&
+                    c.peak_live >= printed->peak_live,
+                "class 26: JSON %lld/%lld/%lld/%lld below hz_stats_print "
+                "%lld/%lld/%lld/%lld (allocs/frees/remote/peak)",
+                c.allocs, c.frees, c.remote_frees, c.peak_live, printed->allocs,
+                printed->frees, printed->remote_frees, printed->peak_live);
+    }
+  }
+  CHECK_MSG(found, "no class 26 in the JSON (%d classes):\n%s", count, text);
+
+  span_t large = {text, text}, os = {text, text};
+  CHECK_MSG(json_nested(all, "large", '{', '}', &large), "no \"large\"");
+  CHECK_MSG(json_nested(all, "os", '{', '}', &os), "no \"os\"");
+  long long v;
+  CHECK_MSG((v = num(large, "allocs")) >= 6, "large allocs %lld", v);
+  CHECK_MSG((v = num(large, "frees")) >= 5, "large frees %lld", v);
+  CHECK_MSG((v = num(large, "live_bytes")) >= (long long)MIB,
+            "large live bytes %lld", v);
+  CHECK_MSG((v = num(large, "reuses")) >= 1, "large reuses %lld", v);
+  CHECK_MSG((v = num(os, "mmap")) > 0, "os mmap %lld", v);
+  CHECK_MSG((v = num(os, "mapped_bytes")) > 0, "os mapped_bytes %lld", v);
+  long long rss = num(all, "rss_bytes"), peak = num(all, "peak_rss_bytes");
+  CHECK_MSG(rss > 0 && peak >= rss,
+            "rss_bytes %lld, peak_rss_bytes %lld (want peak >= rss > 0)", rss,
+            peak);
+  CHECK_MSG((v = num(all, "heaps")) >= 2, "heaps %lld", v);
+  CHECK_MSG((v = num(all, "pages_acquired")) > 0, "pages_acquired %lld", v);
+}
+
+/* A fresh file name in /tmp and the HZ_STATS_JSON setting naming it. */
+static void json_path(char *path, size_t cap, char *setting, size_t scap) {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  snprintf(path, cap, "/tmp/hz_stats_test.%ld.%ld.json", (long)getpid(),
+           (long)now.tv_nsec);
+  unlink(path);
+  snprintf(setting, scap, "HZ_STATS_JSON=%s", path);
+}
+
+/* rss mode: peak RSS is never reported below the RSS it is shown with,
+ * in the JSON of a program that printed no report before, and in the
+ * first hz_stats_print report. */
+static int rss_main(const char *self) {
+  char path[128], setting[160];
+  json_path(path, sizeof path, setting, sizeof setting);
+  child_result_t r =
+      child_run(self, "child-rss-json", (const char *const[]){setting, NULL});
+  CHECK_MSG(r.status == 0, "child exit status %d; stderr:\n%s", r.status,
+            r.err != NULL ? r.err : "");
+  char *json = read_file(path);
+  CHECK_MSG(json != NULL, "no JSON file %s", path);
+  if (json != NULL) {
+    span_t all = {json, json + strlen(json)};
+    long long rss = num(all, "rss_bytes"), peak = num(all, "peak_rss_bytes");
+    CHECK_MSG(rss >= (long long)(16 * MIB) && peak >= rss,
+              "JSON: rss_bytes %lld, peak_rss_bytes %lld (want peak >= rss "
+              ">= 16 MiB)",
+              rss, peak);
+  }
+  unlink(path);
+  free(json);
+  free(r.err);
+
+  r = child_run(self, "child-rss-print", (const char *const[]){NULL});
+  CHECK_MSG(r.status == 0, "child exit status %d; stderr:\n%s", r.status,
+            r.err != NULL ? r.err : "");
+  const char *line = r.err != NULL ? strstr(r.err, "\n  rss ") : NULL;
+  unsigned long long rss = 0, peak = 0;
+  bool parsed = line != NULL &&
+                sscanf(line, " rss %llu bytes (peak %llu)", &rss, &peak) == 2;
+  CHECK_MSG(parsed, "no rss line in the report; stderr:\n%s",
+            r.err != NULL ? r.err : "");
+  if (parsed)
+    CHECK_MSG(rss >= 16 * MIB && peak >= rss,
+              "hz_stats_print: rss %llu bytes, peak %llu (want peak >= rss "
+              ">= 16 MiB)",
+              rss, peak);
+  free(r.err);
+  return check_report("stats_test rss");
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "child") == 0) return child_main();
+  if (argc > 1 && strcmp(argv[1], "child-rss-json") == 0)
+    return child_rss_main(false);
+  if (argc > 1 && strcmp(argv[1], "child-rss-print") == 0)
+    return child_rss_main(true);
+  if (getenv("LD_PRELOAD") == NULL)
+    fprintf(stderr, "stats_test: note: LD_PRELOAD is not set; the child "
+                    "needs hakozuna preloaded\n");
+  if (argc > 1 && strcmp(argv[1], "rss") == 0) return rss_main(argv[0]);
+
+  char path[128], setting[160];
+  json_path(path, sizeof path, setting, sizeof setting);
+
+  child_result_t r =
+      child_run(argv[0], "child", (const char *const[]){setting, NULL});
+  CHECK_MSG(r.status == 0, "child exit status %d; stderr:\n%s", r.status,
+            r.err != NULL ? r.err : "");
+  class_t printed;
+  bool have_printed = r.err != NULL && check_printed(r.err, &printed);
+  if (have_printed) check_class26("hz_stats_print", &printed);
+
+  char *json = read_file(path);
+  CHECK_MSG(json != NULL, "no JSON file %s", path);
+  if (json != NULL) {
+    check_json(json, have_printed ? &printed : NULL);
+    if (check_failures != 0) fprintf(stderr, "the JSON:\n%s", json);
+  }
+  unlink(path);
+  free(json);
+  free(r.err);
+  return check_report("stats_test");
+}
