@@ -92,6 +92,20 @@ void hz_heap_release_claim(hz_heap_t *heap) {
 /* ---------------------------------------------------------------------------
  * Page queues
  * ------------------------------------------------------------------------- */
+#ifdef HZ_DEBUG
+/* After every queue change: the ends, and the links around `page`. */
+static void queue_check(const hz_page_queue_t *q, const hz_page_t *page) {
+  HZ_ASSERT((q->first == NULL) == (q->last == NULL));
+  HZ_ASSERT(q->first == NULL || q->first->prev == NULL);
+  HZ_ASSERT(q->last == NULL || q->last->next == NULL);
+  if (page == NULL) return;
+  HZ_ASSERT(page->next == NULL || page->next->prev == page);
+  HZ_ASSERT(page->prev == NULL || page->prev->next == page);
+}
+#else
+#define queue_check(q, page) ((void)(q), (void)(page))
+#endif
+
 static void queue_push_front(hz_page_queue_t *q, hz_page_t *page) {
   page->prev = NULL;
   page->next = q->first;
@@ -100,6 +114,7 @@ static void queue_push_front(hz_page_queue_t *q, hz_page_t *page) {
   else
     q->last = page;
   q->first = page;
+  queue_check(q, page);
 }
 
 static void queue_push_back(hz_page_queue_t *q, hz_page_t *page) {
@@ -110,9 +125,11 @@ static void queue_push_back(hz_page_queue_t *q, hz_page_t *page) {
   else
     q->first = page;
   q->last = page;
+  queue_check(q, page);
 }
 
 static void queue_remove(hz_page_queue_t *q, hz_page_t *page) {
+  hz_page_t *before = page->prev;
   if (page->prev != NULL)
     page->prev->next = page->next;
   else
@@ -122,6 +139,7 @@ static void queue_remove(hz_page_queue_t *q, hz_page_t *page) {
   else
     q->last = page->prev;
   page->next = page->prev = NULL;
+  queue_check(q, before);
 }
 
 static uint32_t class_bin_capacity(uint8_t cls) {
@@ -245,6 +263,7 @@ static void heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n) {
   size_t left = bin_count(bin) - n;
   memmove(bin->base, bin->base + n, left * sizeof bin->base[0]);
   bin->top = bin->base + left;
+  HZ_ASSERT(bin->top >= bin->base && bin->top <= bin->limit);
 }
 
 /* Publish the thread's live count of class `cls` to the process-wide one
@@ -327,7 +346,7 @@ void hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
   hz_check_freeing(block, page->class_id, page->block_size);
   if (heap->state == HZ_HEAP_EMPTY) { /* no heap (yet, or any more): home */
     hz_stats_count_orphan_free(page->class_id);
-    hz_remote_push_one(&owner->inbox, block);
+    hz_remote_push_one(&owner->inbox, block, page->block_size);
     return;
   }
   heap->bins[page->class_id].frees++;
@@ -364,9 +383,9 @@ static void heap_drain_inbox(hz_heap_t *heap, bool into_bins) {
     if (HZ_SECURE && next != NULL && !hz_segment_owns(next))
       hz_check_report("corrupted free list (freed block overwritten) at", block,
                       "a block sent back by another thread");
-    hz_block_t *ahead = hz_remote_skip(block);
-    if (ahead != NULL) __builtin_prefetch(ahead, 1);
     hz_page_t *page = block_page(block);
+    hz_block_t *ahead = hz_remote_skip(block, page->block_size);
+    if (ahead != NULL) __builtin_prefetch(ahead, 1);
     HZ_ASSERT(hz_page_heap(page) == heap);
     hz_bin_t *bin = &heap->bins[page->class_id];
     if (into_bins && bin->top != bin->limit)
@@ -463,6 +482,7 @@ static bool heap_refill(hz_heap_t *heap, uint8_t cls) {
     page->free = block;
     page->used = (uint16_t)(page->used + taken);
     hz_page_check(page);
+    HZ_ASSERT(bin->top <= bin->limit);
   }
   return bin->top > bin->base;
 }

@@ -10,8 +10,9 @@ void hz_remote_push(hz_inbox_t *inbox, hz_block_t *first, hz_block_t *last) {
       &inbox->head, &head, first, memory_order_release, memory_order_relaxed));
 }
 
-void hz_remote_push_one(hz_inbox_t *inbox, hz_block_t *block) {
-  if (!HZ_SECURE) ((hz_block_t **)block)[1] = NULL; /* no skip pointer */
+void hz_remote_push_one(hz_inbox_t *inbox, hz_block_t *block, size_t size) {
+  hz_block_t **skip = hz_remote_skip_slot(block, size);
+  if (skip != NULL) *skip = NULL;
   hz_remote_push(inbox, block, block);
 }
 
@@ -45,11 +46,10 @@ unsigned hz_remote_stash(hz_stash_t *stash, hz_inbox_t *dest, hz_block_t *block,
     published = stash_publish(stash, index);
     slot->dest = dest;
   }
-  if (!HZ_SECURE) { /* the secure variants keep the free mark there */
-    hz_block_t **recent = &slot->recent[slot->count % HZ_STASH_SKIP];
-    ((hz_block_t **)block)[1] = slot->count >= HZ_STASH_SKIP ? *recent : NULL;
-    *recent = block;
-  }
+  hz_block_t **recent = &slot->recent[slot->count % HZ_STASH_SKIP];
+  hz_block_t **skip = hz_remote_skip_slot(block, size);
+  if (skip != NULL) *skip = slot->count >= HZ_STASH_SKIP ? *recent : NULL;
+  *recent = block;
   hz_block_set_next(block, slot->first);
   if (slot->first == NULL) slot->last = block;
   slot->first = block;

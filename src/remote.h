@@ -49,8 +49,8 @@ typedef struct {
 
 /* Append the list first..last (linked by next) to the inbox: one CAS. */
 void hz_remote_push(hz_inbox_t *inbox, hz_block_t *first, hz_block_t *last);
-/* Push one block (no stash). */
-void hz_remote_push_one(hz_inbox_t *inbox, hz_block_t *block);
+/* Push one block of `size` bytes (no stash). */
+void hz_remote_push_one(hz_inbox_t *inbox, hz_block_t *block, size_t size);
 /* Take everything; NULL when empty. */
 hz_block_t *hz_remote_take_all(hz_inbox_t *inbox);
 
@@ -58,11 +58,21 @@ HZ_INLINE bool hz_remote_pending(hz_inbox_t *inbox) {
   return atomic_load_explicit(&inbox->head, memory_order_relaxed) != NULL;
 }
 
-/* The block HZ_STASH_SKIP places after `block` in a published list (NULL
- * near a list's end): worth a prefetch while draining. */
-HZ_INLINE hz_block_t *hz_remote_skip(const hz_block_t *block) {
-  if (HZ_SECURE) return NULL;
-  return ((hz_block_t *const *)block)[1];
+/* Where a block of `size` bytes in a published list keeps its skip
+ * pointer: the second word, or in the secure variants, whose second word
+ * is the free mark, the third (NULL: 16-byte blocks have none there). */
+HZ_INLINE hz_block_t **hz_remote_skip_slot(const hz_block_t *block,
+                                           size_t size) {
+  if (!HZ_SECURE) return &((hz_block_t **)block)[1];
+  return size >= 32 ? &((hz_block_t **)block)[2] : NULL;
+}
+
+/* The block HZ_STASH_SKIP places after `block` (of `size` bytes) in a
+ * published list (NULL near a list's end): worth a prefetch while
+ * draining. */
+HZ_INLINE hz_block_t *hz_remote_skip(const hz_block_t *block, size_t size) {
+  hz_block_t **slot = hz_remote_skip_slot(block, size);
+  return slot != NULL ? *slot : NULL;
 }
 
 /* Stash a block of `size` bytes for `dest`. Returns the number of lists

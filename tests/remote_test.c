@@ -424,7 +424,7 @@ static unsigned skips_wrong(hz_block_t *list, size_t expect_len) {
   unsigned wrong = n != expect_len;
   for (size_t j = 0; j < n; j++) {
     hz_block_t *want = j + HZ_STASH_SKIP < n ? chain[j + HZ_STASH_SKIP] : NULL;
-    wrong += hz_remote_skip(chain[j]) != want;
+    wrong += hz_remote_skip(chain[j], 16) != want;
   }
   return wrong;
 }
@@ -450,8 +450,8 @@ static void test_stash_skip(void) {
   }
   hz_block_t *one = &pool[next].link;
   ((hz_block_t **)one)[1] = &pool[0].link; /* stale second word */
-  hz_remote_push_one(in, one);
-  CHECK(hz_remote_take_all(in) == one && hz_remote_skip(one) == NULL);
+  hz_remote_push_one(in, one, 16);
+  CHECK(hz_remote_take_all(in) == one && hz_remote_skip(one, 16) == NULL);
 }
 #endif
 
