@@ -154,6 +154,7 @@ void hz_heap_init(hz_heap_t *heap) {
     hz_bin_t *bin = &heap->bins[c];
     bin->base = bin->top = heap->bin_slots[c];
     bin->limit = bin->base + class_bin_capacity(c);
+    bin->divisor = hz_class_divisor[c];
   }
   heap->state = HZ_HEAP_LIVE;
 }
@@ -271,12 +272,14 @@ static void heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n) {
  * shared counter is touched rarely (never on a fast path). */
 #define LIVE_PUBLISH_STEP 64
 
-static void heap_publish_live(hz_bin_t *bin, uint8_t cls, bool always) {
+static void heap_publish_live(hz_heap_t *heap, uint8_t cls, bool always) {
+  hz_bin_t *bin = &heap->bins[cls];
+  hz_class_counts_t *counts = &heap->counts[cls];
   int64_t net = (int64_t)(bin->allocs - bin->frees);
-  int64_t delta = net - bin->published;
+  int64_t delta = net - counts->published;
   if (!always && delta < LIVE_PUBLISH_STEP && delta > -LIVE_PUBLISH_STEP)
     return;
-  bin->published = net;
+  counts->published = net;
   hz_stats_add_live(cls, delta);
 }
 
@@ -286,7 +289,7 @@ void hz_heap_free_full_bin(hz_heap_t *heap, hz_page_t *page, void *p) {
   if (bin->top == bin->limit)
     heap_bin_spill(heap, bin, (bin_capacity_of(bin) + 1) / 2);
   *bin->top++ = p;
-  heap_publish_live(bin, page->class_id, false);
+  heap_publish_live(heap, page->class_id, false);
   heap_leave(heap);
 }
 
@@ -313,12 +316,11 @@ static hz_block_t *heap_block_to_free(const hz_page_t *page, void *p,
 static void heap_free_remote(hz_heap_t *heap, hz_page_t *page,
                              hz_block_t *block) {
   hz_inbox_t *dest = &hz_page_heap(page)->inbox;
-  hz_bin_t *bin = &heap->bins[page->class_id];
-  bin->remote_frees++;
+  heap->counts[page->class_id].remote_frees++;
   heap->stats.remote_frees++;
   heap->stats.batches_published +=
       hz_remote_stash(&heap->stash, dest, block, page->block_size);
-  heap_publish_live(bin, page->class_id, false);
+  heap_publish_live(heap, page->class_id, false);
 }
 
 static void heap_free_large(hz_segment_t *seg, void *p) {
@@ -501,7 +503,7 @@ void *hz_heap_malloc_slow(hz_heap_t *heap, size_t size) {
   if (bin->top != bin->base || heap_refill(heap, cls)) {
     bin->allocs++;
     block = hz_check_handing_out(*--bin->top, cls);
-    heap_publish_live(bin, cls, false);
+    heap_publish_live(heap, cls, false);
   } else {
     errno = ENOMEM;
   }
@@ -625,7 +627,7 @@ static void heap_give_back(hz_heap_t *heap, bool discard) {
   for (int c = 0; c < HZ_CLASS_COUNT; c++) {
     hz_bin_t *bin = &heap->bins[c];
     heap_bin_spill(heap, bin, bin_count(bin));
-    heap_publish_live(bin, (uint8_t)c, true);
+    heap_publish_live(heap, (uint8_t)c, true);
   }
   heap_collect(heap);
   if (discard) heap_discard_free_blocks(heap);
@@ -642,7 +644,7 @@ void hz_heap_summarize_one(const hz_heap_t *heap, hz_heap_summary_t *out) {
     const hz_bin_t *bin = &heap->bins[c];
     out->classes[c].allocs += bin->allocs;
     out->classes[c].frees += bin->frees;
-    out->classes[c].remote_frees += bin->remote_frees;
+    out->classes[c].remote_frees += heap->counts[c].remote_frees;
   }
   out->heaps_total++;
   if (heap->state == HZ_HEAP_POOLED) out->heaps_pooled++;

@@ -63,20 +63,28 @@ typedef enum {
  *
  * The bin also counts what its thread did with the class: plain stores by
  * the owner, on the cache line the fast path touches anyway; the report
- * adds them up over every heap. `published` is the part of
- * allocs - frees already added to the process-wide live count (stats
- * box), which keeps the peak. 64 bytes, so a class indexes it with a
- * shift. */
+ * adds them up over every heap. It keeps its class's divisor too
+ * (sizeclass.h), so the free fast path checks that a pointer is a block
+ * start without another cache line. 64 bytes, so a class indexes it with
+ * a shift. */
 typedef struct {
   void **top;
   void **base;
   void **limit;
   void **stolen_end; /* a collector took the slots below this (NULL: none) */
   uint64_t allocs;
-  uint64_t frees;        /* remote ones included */
+  uint64_t frees;   /* remote ones included */
+  uint64_t divisor; /* hz_class_divisor of the class */
+  uint64_t unused;
+} hz_bin_t;
+
+/* What a thread counts per class off the fast path. `published` is the
+ * part of allocs - frees already added to the process-wide live count
+ * (stats box), which keeps the peak. */
+typedef struct {
   uint64_t remote_frees; /* blocks of other heaps' pages */
   int64_t published;
-} hz_bin_t;
+} hz_class_counts_t;
 
 _Static_assert(sizeof(hz_bin_t) == 64, "bins are indexed with a shift");
 
@@ -90,6 +98,7 @@ typedef struct hz_heap_s {
   hz_page_queue_t queues[HZ_CLASS_COUNT];
   /* Pages with no free block left (all classes). */
   hz_page_queue_t full;
+  hz_class_counts_t counts[HZ_CLASS_COUNT];
   /* Blocks other threads freed to us (written by them) on its own line. */
   _Alignas(64) hz_inbox_t inbox;
   _Alignas(64) hz_block_t *backlog; /* taken from the inbox, not yet home */
@@ -158,12 +167,14 @@ HZ_INLINE void hz_heap_free(void *p) {
   hz_heap_t *heap = hz_heap_current();
   /* One compare: our page, and no flag asks for the slow path. */
   if (HZ_LIKELY(hz_page_owner_word(page) == (uintptr_t)heap)) {
-    if (HZ_UNLIKELY(!hz_page_is_block(page, p, page->capacity))) {
+    hz_bin_t *bin = &heap->bins[page->class_id];
+    uint32_t offset = (uint32_t)((uintptr_t)p - (uintptr_t)page->start);
+    if (HZ_UNLIKELY(hz_sizeclass_index_by(bin->divisor, offset) >=
+                    page->capacity)) {
       hz_heap_bad_free(page, p);
       return;
     }
     if (HZ_LIKELY(hz_check_freeing_fast(p))) {
-      hz_bin_t *bin = &heap->bins[page->class_id];
       bin->frees++;
       void **top = bin->top;
       if (HZ_LIKELY(top != bin->limit)) {

@@ -43,11 +43,14 @@ HZ_INLINE size_t hz_sizeclass_block_size(uint8_t cls) {
 /* offset / block size when offset is a multiple of it; otherwise a number
  * above (2^32 - 1) / block size, which no block index reaches. No
  * division: a multiply and a rotate (exact division by the inverse). */
-HZ_INLINE uint32_t hz_sizeclass_block_index(uint8_t cls, uint32_t offset) {
-  uint64_t d = hz_class_divisor[cls];
-  uint32_t x = offset * (uint32_t)d;
-  unsigned k = (unsigned)(d >> 32);
+HZ_INLINE uint32_t hz_sizeclass_index_by(uint64_t divisor, uint32_t offset) {
+  uint32_t x = offset * (uint32_t)divisor;
+  unsigned k = (unsigned)(divisor >> 32);
   return (x >> k) | (x << ((32 - k) & 31));
+}
+
+HZ_INLINE uint32_t hz_sizeclass_block_index(uint8_t cls, uint32_t offset) {
+  return hz_sizeclass_index_by(hz_class_divisor[cls], offset);
 }
 
 #endif
