@@ -57,21 +57,14 @@ static bool api_locate(const void *p, const char *what, api_block_t *out) {
   }
   out->cls = page->class_id;
   out->aligned = hz_page_has_aligned(page);
-  const uint8_t *b = p;
-  bool inside =
-      b >= page->start &&
-      (size_t)(b - page->start) < (size_t)page->reserved * page->block_size;
-  if (hz_page_is_block(page, p, page->reserved))
-    out->block = (uint8_t *)p;
-  else if (out->aligned && inside)
-    out->block = (uint8_t *)hz_page_block_of(page, p);
-  else {
+  out->block = (uint8_t *)hz_page_block_named(page, p, page->reserved);
+  if (out->block == NULL) {
     char line[96];
     snprintf(line, sizeof line, "%s (not at the start of a block)", what);
     hz_check_fail(line, p, page->class_id, page->block_size);
     return false;
   }
-  out->room = page->block_size - (size_t)(b - out->block);
+  out->room = page->block_size - (size_t)((const uint8_t *)p - out->block);
   return true;
 }
 
@@ -282,7 +275,8 @@ HZ_EXPORT int hz_posix_memalign(void **out, size_t alignment, size_t size) {
   return 0;
 }
 
-void hz_api_memory_summary(hz_memory_summary_t *out) {
+void hz_api_summarize(hz_heap_summary_t *heaps, hz_memory_summary_t *out) {
+  hz_thread_summarize(heaps);
   out->segments = hz_segment_count();
   hz_segment_cached(&out->segments_cached, &out->dirty_bytes);
   hz_large_cached(&out->large_cached, &out->large_cached_bytes,
@@ -291,9 +285,8 @@ void hz_api_memory_summary(hz_memory_summary_t *out) {
 
 HZ_EXPORT void hz_stats_print(void) {
   hz_heap_summary_t summary;
-  hz_thread_summarize(&summary);
   hz_memory_summary_t memory;
-  hz_api_memory_summary(&memory);
+  hz_api_summarize(&summary, &memory);
   hz_stats_report(&summary, &memory);
 }
 
@@ -314,8 +307,7 @@ __attribute__((destructor)) static void api_exit_report(void) {
   const char *path = hz_option_text(HZ_OPTION_STATS_JSON);
   if (path == NULL || *path == 0) return;
   hz_heap_summary_t summary;
-  hz_thread_summarize(&summary);
   hz_memory_summary_t memory;
-  hz_api_memory_summary(&memory);
+  hz_api_summarize(&summary, &memory);
   hz_stats_write_json(path, &summary, &memory);
 }

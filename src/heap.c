@@ -303,13 +303,10 @@ void hz_heap_bad_free(const hz_page_t *page, const void *p) {
  * Other threads check against the blocks that fit, not those carved. */
 static hz_block_t *heap_block_to_free(const hz_page_t *page, void *p,
                                       bool owner) {
-  uint32_t limit = owner ? page->capacity : page->reserved;
-  if (hz_page_is_block(page, p, limit)) return p;
-  if (hz_page_has_aligned(page) && (uint8_t *)p >= page->start &&
-      (size_t)((uint8_t *)p - page->start) < (size_t)limit * page->block_size)
-    return hz_page_block_of(page, p);
-  hz_heap_bad_free(page, p);
-  return NULL;
+  hz_block_t *block =
+      hz_page_block_named(page, p, owner ? page->capacity : page->reserved);
+  if (block == NULL) hz_heap_bad_free(page, p);
+  return block;
 }
 
 /* A block of another heap's page: into our stash. */

@@ -107,6 +107,16 @@ hz_block_t *hz_page_block_of(const hz_page_t *page, const void *p) {
   return (hz_block_t *)(page->start + offset - offset % page->block_size);
 }
 
+hz_block_t *hz_page_block_named(const hz_page_t *page, const void *p,
+                                uint32_t limit) {
+  if (hz_page_is_block(page, p, limit)) return (hz_block_t *)p;
+  const uint8_t *b = p;
+  if (hz_page_has_aligned(page) && b >= page->start &&
+      (size_t)(b - page->start) < (size_t)limit * page->block_size)
+    return hz_page_block_of(page, p);
+  return NULL;
+}
+
 bool hz_page_is_block_start(const hz_page_t *page, const void *p) {
   return hz_page_is_block(page, p, page->capacity);
 }

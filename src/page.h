@@ -82,6 +82,11 @@ void hz_page_discard_free(hz_page_t *page, bool lazy);
  * process when the link leads out of the page (a freed block was
  * overwritten). */
 hz_block_t *hz_page_next(const hz_page_t *page, const hz_block_t *block);
+/* The block a pointer names among the page's first `limit` blocks (see
+ * hz_page_is_block): p itself when it is a block start, the block around
+ * it on pages with aligned blocks, NULL otherwise. */
+hz_block_t *hz_page_block_named(const hz_page_t *page, const void *p,
+                                uint32_t limit);
 /* The block containing p (p may be interior when has_aligned is set). */
 hz_block_t *hz_page_block_of(const hz_page_t *page, const void *p);
 /* True if p is exactly at a block boundary of the page. */
