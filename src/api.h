@@ -12,7 +12,8 @@
 void *hz_api_memalign(size_t alignment, size_t size);
 /* Allocation used by operator new: calls the new-handler on failure. */
 void *hz_api_cxx_new(size_t size, size_t alignment, int nothrow);
-/* What the segment and large boxes hold (mapped, cached, not yet purged). */
-void hz_api_memory_summary(hz_memory_summary_t *out);
+/* What every heap counted, and what the segment and large boxes hold
+ * (mapped, cached, not yet purged): everything a report needs. */
+void hz_api_summarize(hz_heap_summary_t *heaps, hz_memory_summary_t *memory);
 
 #endif

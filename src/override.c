@@ -14,7 +14,6 @@
 #include "heap.h"
 #include "os.h"
 #include "stats.h"
-#include "thread.h"
 
 /* The two hottest names get the inline fast paths themselves (no jump),
  * except in the debug variant, whose canaries live in the api box. */
@@ -108,9 +107,8 @@ HZ_EXPORT int malloc_trim(size_t pad) {
  *   keepcost  free bytes not yet purged (what malloc_trim would give back) */
 HZ_EXPORT struct mallinfo2 mallinfo2(void) {
   hz_heap_summary_t heaps;
-  hz_thread_summarize(&heaps);
   hz_memory_summary_t memory;
-  hz_api_memory_summary(&memory);
+  hz_api_summarize(&heaps, &memory);
   size_t mapped = hz_stats_mapped_bytes();
   size_t large_live = hz_stats_large_live_bytes();
   size_t large = large_live + memory.large_cached_bytes;
