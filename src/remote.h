@@ -10,10 +10,10 @@
  *
  * Walking a list of blocks the freeing thread just wrote is a chain of
  * cache misses, so each stashed block also records the block
- * HZ_STASH_SKIP places further down its list (second word of the block,
- * hz_remote_skip): the owner prefetches that far ahead while it drains. A
- * non-NULL inbox head is the pending flag: the owner polls one word and never
- * scans. */
+ * HZ_STASH_SKIP places further down its list (hz_remote_skip: the second
+ * word, the third in the secure variants): the owner prefetches that far ahead
+ * while it drains. A non-NULL inbox head is the pending flag: the owner polls
+ * one word and never scans. */
 #ifndef HZ_REMOTE_H
 #define HZ_REMOTE_H
 
