@@ -309,15 +309,19 @@ static hz_block_t *heap_block_to_free(const hz_page_t *page, void *p,
   return block;
 }
 
-/* A block of another heap's page: into our stash. */
+/* A block of another heap's page: into our stash. The stash may publish
+ * the block at once, and its owner may then retire the page: read what the
+ * page says first, and never touch it after. */
 static void heap_free_remote(hz_heap_t *heap, hz_page_t *page,
                              hz_block_t *block) {
   hz_inbox_t *dest = &hz_page_heap(page)->inbox;
-  heap->counts[page->class_id].remote_frees++;
+  uint8_t cls = page->class_id;
+  size_t size = page->block_size;
+  heap->counts[cls].remote_frees++;
   heap->stats.remote_frees++;
   heap->stats.batches_published +=
-      hz_remote_stash(&heap->stash, dest, block, page->block_size);
-  heap_publish_live(heap, page->class_id, false);
+      hz_remote_stash(&heap->stash, dest, block, size);
+  heap_publish_live(heap, cls, false);
 }
 
 static void heap_free_large(hz_segment_t *seg, void *p) {
