@@ -262,15 +262,8 @@ static void *pool_pop(void) {
 }
 
 int main(int argc, char **argv) {
-  unsigned long total = 20000;
-  if (argc > 1) {
-    char *end;
-    total = strtoul(argv[1], &end, 10);
-    if (*end != '\0' || total < 1 || total > 10000000) {
-      fprintf(stderr, "usage: churn_test [threads=20000]\n");
-      return 2;
-    }
-  }
+  unsigned long total =
+      test_arg(argc, argv, 1, 20000, 10000000, "churn_test [threads=20000]");
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
 

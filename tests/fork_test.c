@@ -466,15 +466,8 @@ child_main(void **pre, int npre, unsigned tag) {
 /* ------------------------------------------------------------------ main */
 
 int main(int argc, char **argv) {
-  unsigned long forks = 50;
-  if (argc > 1) {
-    char *end;
-    forks = strtoul(argv[1], &end, 10);
-    if (*end != '\0' || forks < 1 || forks > 100000) {
-      fprintf(stderr, "usage: fork_test [forks=50]\n");
-      return 2;
-    }
-  }
+  unsigned long forks =
+      test_arg(argc, argv, 1, 50, 100000, "fork_test [forks=50]");
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
 

@@ -467,21 +467,11 @@ static void test_exit_with_stash(unsigned long rounds) {
               (double)EXIT_RSS_LIMIT / MiB);
 }
 
-static unsigned long parse_arg(int argc, char **argv, int i, unsigned long def,
-                               unsigned long max) {
-  if (argc <= i) return def;
-  char *end;
-  unsigned long v = strtoul(argv[i], &end, 10);
-  if (*end != '\0' || v == 0 || v > max) {
-    fprintf(stderr, "usage: remote_stash_test [items=100000] [rounds=2000]\n");
-    exit(2);
-  }
-  return v;
-}
+#define USAGE "remote_stash_test [items=100000] [rounds=2000]"
 
 int main(int argc, char **argv) {
-  unsigned long items = parse_arg(argc, argv, 1, 100000, UINT32_MAX);
-  unsigned long rounds = parse_arg(argc, argv, 2, 2000, 10000000);
+  unsigned long items = test_arg(argc, argv, 1, 100000, UINT32_MAX, USAGE);
+  unsigned long rounds = test_arg(argc, argv, 2, 2000, 10000000, USAGE);
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   api_find();

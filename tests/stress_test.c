@@ -358,25 +358,13 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
-static unsigned long parse_arg(int argc, char **argv, int i, unsigned long def,
-                               unsigned long max) {
-  if (argc <= i) return def;
-  char *end;
-  unsigned long v = strtoul(argv[i], &end, 10);
-  if (*end != '\0' || v == 0 || v > max) {
-    fprintf(stderr, "stress_test: bad argument '%s' (1..%lu)\n", argv[i], max);
-    fprintf(stderr,
-            "usage: stress_test [threads=4] [rounds=6] [iters=20000]\n");
-    exit(2);
-  }
-  return v;
-}
+#define USAGE "stress_test [threads=4] [rounds=6] [iters=20000]"
 
 int main(int argc, char **argv) {
   /* threads * rounds stays below 0xffff so thread tags fit in 16 bits */
-  unsigned long nthreads = parse_arg(argc, argv, 1, 4, 256);
-  unsigned long rounds = parse_arg(argc, argv, 2, 6, 0xfffe / nthreads);
-  unsigned long iters = parse_arg(argc, argv, 3, 20000, 100000000);
+  unsigned long nthreads = test_arg(argc, argv, 1, 4, 256, USAGE);
+  unsigned long rounds = test_arg(argc, argv, 2, 6, 0xfffe / nthreads, USAGE);
+  unsigned long iters = test_arg(argc, argv, 3, 20000, 100000000, USAGE);
 
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);

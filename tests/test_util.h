@@ -1,6 +1,6 @@
 /* Helpers shared by the threaded behaviour tests: a xorshift generator,
- * the process's resident set size, and a failure report capped at a number
- * of lines. */
+ * the process's resident set size, a failure report capped at a number
+ * of lines, and the parse of a numeric argument. */
 #ifndef HZ_TEST_UTIL_H
 #define HZ_TEST_UTIL_H
 
@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 /* RSS is not meaningful under a sanitizer (shadow memory, thread
@@ -53,6 +54,24 @@ static void test_report(const char *test, atomic_ulong *reports,
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
   fprintf(stderr, "%s: FAIL: %s\n", test, buf);
+}
+
+/* argv[i] as a number in 1..max, or `def` when absent; anything else
+ * prints the usage line and exits with 2. */
+static unsigned long test_arg(int argc, char **argv, int i, unsigned long def,
+                              unsigned long max, const char *usage)
+    __attribute__((unused));
+static unsigned long test_arg(int argc, char **argv, int i, unsigned long def,
+                              unsigned long max, const char *usage) {
+  if (argc <= i) return def;
+  char *end;
+  unsigned long v = strtoul(argv[i], &end, 10);
+  if (*end != '\0' || v == 0 || v > max) {
+    fprintf(stderr, "bad argument '%s' (1..%lu)\nusage: %s\n", argv[i], max,
+            usage);
+    exit(2);
+  }
+  return v;
 }
 
 #endif
