@@ -339,11 +339,14 @@ static hz_segment_t *region_grow(hz_segment_t *seg, size_t map_size) {
   }
   uint8_t *to = hz_os_map_aligned(map_size, HZ_SEGMENT_SIZE);
   if (to == NULL) return NULL;
+  /* Forget the old address while it is still ours: once mremap has moved
+   * the mapping, another thread may map and register a segment there. */
+  hz_segment_unregister(seg);
   if (!hz_os_remap_to(seg, old_size, map_size, to)) {
+    hz_segment_register(seg);
     hz_os_unmap(to, map_size);
     return NULL;
   }
-  hz_segment_unregister(seg);
   hz_segment_t *moved = (hz_segment_t *)to;
   hz_segment_register(moved);
   moved->map_size = map_size;
