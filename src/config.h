@@ -16,6 +16,16 @@
 #define HZ_EXPORT      __attribute__((visibility("default")))
 #define HZ_TLS         __thread __attribute__((tls_model("initial-exec")))
 
+/* A word one thread writes while any thread may read it (statistics, a
+ * page's count of used blocks): relaxed atomic accesses, plain moves on
+ * x86-64 and AArch64, which tell the compiler and ThreadSanitizer that the
+ * sharing is meant. A reader sees each word whole, the set of them as a
+ * snapshot that may be a moment apart. */
+#define HZ_SHARED_GET(word) __atomic_load_n(&(word), __ATOMIC_RELAXED)
+#define HZ_SHARED_SET(word, value)                                             \
+  __atomic_store_n(&(word), (value), __ATOMIC_RELAXED)
+#define HZ_SHARED_ADD(word, n) HZ_SHARED_SET(word, (word) + (n))
+
 #define HZ_SEGMENT_SHIFT 22
 #define HZ_SEGMENT_SIZE  ((size_t)1 << HZ_SEGMENT_SHIFT)
 #define HZ_SEGMENT_MASK  (HZ_SEGMENT_SIZE - 1)

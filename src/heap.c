@@ -217,7 +217,7 @@ static void heap_spare_release(hz_heap_t *heap) {
 static void heap_retire_page(hz_heap_t *heap, hz_page_t *page) {
   queue_remove(page->in_full ? &heap->full : &heap->queues[page->class_id],
                page);
-  heap->stats.pages_retired++;
+  HZ_SHARED_ADD(heap->stats.pages_retired, 1);
   heap_spare_push(heap, page);
 }
 
@@ -239,7 +239,7 @@ static void heap_page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
   HZ_ASSERT(page->used > 0);
   hz_block_set_next(block, page->local_free);
   page->local_free = block;
-  page->used--;
+  HZ_SHARED_SET(page->used, (uint16_t)(page->used - 1));
   if (page->in_full) heap_unfull(heap, page);
   hz_page_check(page);
   if (page->used == 0) heap_page_emptied(heap, page);
@@ -267,14 +267,17 @@ static void heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n) {
   HZ_ASSERT(bin->top >= bin->base && bin->top <= bin->limit);
 }
 
-/* Publish the thread's live count of class `cls` to the process-wide one
- * once it has moved by a bin's worth, so the peak stays close while the
- * shared counter is touched rarely (never on a fast path). */
+/* Publish the bin's counts of class `cls` for other threads to read, and
+ * the thread's live count to the process-wide one once it has moved by a
+ * bin's worth, so the peak stays close while the shared counter is touched
+ * rarely. Both on slow paths only: the fast paths count in the bin. */
 #define LIVE_PUBLISH_STEP 64
 
-static void heap_publish_live(hz_heap_t *heap, uint8_t cls, bool always) {
+static void heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always) {
   hz_bin_t *bin = &heap->bins[cls];
   hz_class_counts_t *counts = &heap->counts[cls];
+  HZ_SHARED_SET(counts->allocs, bin->allocs);
+  HZ_SHARED_SET(counts->frees, bin->frees);
   int64_t net = (int64_t)(bin->allocs - bin->frees);
   int64_t delta = net - counts->published;
   if (!always && delta < LIVE_PUBLISH_STEP && delta > -LIVE_PUBLISH_STEP)
@@ -289,7 +292,7 @@ void hz_heap_free_full_bin(hz_heap_t *heap, hz_page_t *page, void *p) {
   if (bin->top == bin->limit)
     heap_bin_spill(heap, bin, (bin_capacity_of(bin) + 1) / 2);
   *bin->top++ = p;
-  heap_publish_live(heap, page->class_id, false);
+  heap_publish_counts(heap, page->class_id, false);
   heap_leave(heap);
 }
 
@@ -317,11 +320,11 @@ static void heap_free_remote(hz_heap_t *heap, hz_page_t *page,
   hz_inbox_t *dest = &hz_page_heap(page)->inbox;
   uint8_t cls = page->class_id;
   size_t size = page->block_size;
-  heap->counts[cls].remote_frees++;
-  heap->stats.remote_frees++;
-  heap->stats.batches_published +=
-      hz_remote_stash(&heap->stash, dest, block, size);
-  heap_publish_live(heap, cls, false);
+  HZ_SHARED_ADD(heap->counts[cls].remote_frees, 1);
+  HZ_SHARED_ADD(heap->stats.remote_frees, 1);
+  HZ_SHARED_ADD(heap->stats.batches_published,
+                hz_remote_stash(&heap->stash, dest, block, size));
+  heap_publish_counts(heap, cls, false);
 }
 
 static void heap_free_large(hz_segment_t *seg, void *p) {
@@ -364,7 +367,7 @@ void hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
 
 static void heap_flush_stash(hz_heap_t *heap) {
   if (!hz_remote_stash_empty(&heap->stash))
-    heap->stats.batches_published += hz_remote_flush(&heap->stash);
+    HZ_SHARED_ADD(heap->stats.batches_published, hz_remote_flush(&heap->stash));
 }
 
 /* Most blocks one drain takes home; the rest wait in the backlog for the
@@ -378,7 +381,7 @@ static void heap_drain_inbox(hz_heap_t *heap, bool into_bins) {
   if (block == NULL) {
     block = hz_remote_take_all(&heap->inbox);
     if (block == NULL) return;
-    heap->stats.inbox_drains++;
+    HZ_SHARED_ADD(heap->stats.inbox_drains, 1);
   }
   int n = 0;
   for (; block != NULL && n < DRAIN_BUDGET; n++) {
@@ -397,7 +400,7 @@ static void heap_drain_inbox(hz_heap_t *heap, bool into_bins) {
       heap_page_put(heap, page, block);
     block = next;
   }
-  heap->stats.drained_blocks += (uint64_t)n;
+  HZ_SHARED_ADD(heap->stats.drained_blocks, (uint64_t)n);
   heap->backlog = block;
 }
 
@@ -421,7 +424,7 @@ static hz_page_t *heap_new_page(hz_heap_t *heap, uint8_t cls) {
     hz_thread_reclaim_pooled();
     page = hz_segment_page_alloc(kind);
     if (page == NULL) return NULL;
-    heap->stats.pages_acquired++;
+    HZ_SHARED_ADD(heap->stats.pages_acquired, 1);
   }
   hz_page_init(page, heap, cls);
   hz_page_extend(page);
@@ -483,7 +486,7 @@ static bool heap_refill(hz_heap_t *heap, uint8_t cls) {
       block = next;
     }
     page->free = block;
-    page->used = (uint16_t)(page->used + taken);
+    HZ_SHARED_SET(page->used, (uint16_t)(page->used + taken));
     hz_page_check(page);
     HZ_ASSERT(bin->top <= bin->limit);
   }
@@ -495,7 +498,7 @@ void *hz_heap_malloc_slow(hz_heap_t *heap, size_t size) {
   hz_purge_tick();
   if (size > HZ_SMALL_MAX) return hz_large_alloc(size, 0, false);
   heap_enter(heap);
-  heap->stats.slow_mallocs++;
+  HZ_SHARED_ADD(heap->stats.slow_mallocs, 1);
   heap_flush_stash(heap);
   if (heap_has_incoming(heap)) heap_drain_inbox(heap, true);
   uint8_t cls = hz_sizeclass_of(size);
@@ -504,7 +507,7 @@ void *hz_heap_malloc_slow(hz_heap_t *heap, size_t size) {
   if (bin->top != bin->base || heap_refill(heap, cls)) {
     bin->allocs++;
     block = hz_check_handing_out(*--bin->top, cls);
-    heap_publish_live(heap, cls, false);
+    heap_publish_counts(heap, cls, false);
   } else {
     errno = ENOMEM;
   }
@@ -571,7 +574,7 @@ static void heap_take_bins(hz_heap_t *heap) {
     if (end > bin->base) end = bin->base;
     for (void **slot = old_base[c]; slot < end; slot++) {
       heap_page_put(heap, block_page(*slot), *slot);
-      heap->stats.bin_blocks_taken++;
+      HZ_SHARED_ADD(heap->stats.bin_blocks_taken, 1);
     }
     bin->stolen_end = end > old_base[c] ? end : old_base[c];
   }
@@ -610,7 +613,7 @@ static void heap_discard_free_blocks(hz_heap_t *heap) {
 /* Only a collection that purged leaves the heap clean for purge rounds:
  * one that just recycled it still has free blocks to discard. */
 void hz_heap_collect(hz_heap_t *heap, bool purge, bool take_bins) {
-  heap->stats.collections++;
+  HZ_SHARED_ADD(heap->stats.collections, 1);
   if (purge && take_bins) heap_take_bins(heap);
   heap_collect(heap);
   if (!purge) return;
@@ -628,7 +631,7 @@ static void heap_give_back(hz_heap_t *heap, bool discard) {
   for (int c = 0; c < HZ_CLASS_COUNT; c++) {
     hz_bin_t *bin = &heap->bins[c];
     heap_bin_spill(heap, bin, bin_count(bin));
-    heap_publish_live(heap, (uint8_t)c, true);
+    heap_publish_counts(heap, (uint8_t)c, true);
   }
   heap_collect(heap);
   if (discard) heap_discard_free_blocks(heap);
@@ -639,13 +642,18 @@ void hz_heap_flush(hz_heap_t *heap) { heap_give_back(heap, false); }
 
 void hz_heap_trim(hz_heap_t *heap) { heap_give_back(heap, true); }
 
+void hz_heap_publish_all(hz_heap_t *heap) {
+  for (int c = 1; c < HZ_CLASS_COUNT; c++)
+    heap_publish_counts(heap, (uint8_t)c, true);
+}
+
 void hz_heap_summarize_one(const hz_heap_t *heap, hz_heap_summary_t *out) {
   hz_stats_heap_add(&out->counters, &heap->stats);
   for (int c = 1; c < HZ_CLASS_COUNT; c++) {
-    const hz_bin_t *bin = &heap->bins[c];
-    out->classes[c].allocs += bin->allocs;
-    out->classes[c].frees += bin->frees;
-    out->classes[c].remote_frees += heap->counts[c].remote_frees;
+    const hz_class_counts_t *counts = &heap->counts[c];
+    out->classes[c].allocs += HZ_SHARED_GET(counts->allocs);
+    out->classes[c].frees += HZ_SHARED_GET(counts->frees);
+    out->classes[c].remote_frees += HZ_SHARED_GET(counts->remote_frees);
   }
   out->heaps_total++;
   if (heap->state == HZ_HEAP_POOLED) out->heaps_pooled++;

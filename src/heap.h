@@ -78,10 +78,13 @@ typedef struct {
   uint64_t unused;
 } hz_bin_t;
 
-/* What a thread counts per class off the fast path. `published` is the
- * part of allocs - frees already added to the process-wide live count
- * (stats box), which keeps the peak. */
+/* What a thread counts per class off the fast path. `allocs` and `frees`
+ * are its bin's counts as of its last slow path in the class, for other
+ * threads to read (HZ_SHARED_SET); `published` is the part of
+ * allocs - frees already added to the process-wide live count (stats
+ * box), which keeps the peak. */
 typedef struct {
+  uint64_t allocs, frees;
   uint64_t remote_frees; /* blocks of other heaps' pages */
   int64_t published;
 } hz_class_counts_t;

@@ -16,10 +16,10 @@ void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id) {
   size_t block_size = hz_sizeclass_block_size(class_id);
   hz_page_set_heap(page, heap);
   page->class_id = class_id;
-  page->block_size = (uint32_t)block_size;
+  HZ_SHARED_SET(page->block_size, (uint32_t)block_size);
   page->reserved = (uint16_t)(page->area / block_size);
   page->capacity = 0;
-  page->used = 0;
+  HZ_SHARED_SET(page->used, 0);
   page->free = NULL;
   page->local_free = NULL;
   page->in_full = 0;

@@ -318,12 +318,12 @@ void hz_segment_summarize(size_t *pages, size_t *blocks, size_t *bytes) {
   pthread_mutex_lock(&segment_lock);
   for (hz_segment_t *seg = segment_all; seg != NULL; seg = seg->all_next) {
     for (int i = 0; i < seg->page_count; i++) {
-      const volatile hz_page_t *page = &seg->pages[i];
-      if (hz_page_heap((const hz_page_t *)page) == NULL) continue;
-      size_t used = page->used;
+      const hz_page_t *page = &seg->pages[i];
+      if (hz_page_heap(page) == NULL) continue;
+      size_t used = HZ_SHARED_GET(page->used);
       *pages += 1;
       *blocks += used;
-      *bytes += used * page->block_size;
+      *bytes += used * HZ_SHARED_GET(page->block_size);
     }
   }
   pthread_mutex_unlock(&segment_lock);

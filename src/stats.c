@@ -92,15 +92,15 @@ size_t hz_stats_large_live_count(void) {
 }
 
 void hz_stats_heap_add(hz_heap_stats_t *into, const hz_heap_stats_t *from) {
-  into->pages_acquired += from->pages_acquired;
-  into->pages_retired += from->pages_retired;
-  into->remote_frees += from->remote_frees;
-  into->batches_published += from->batches_published;
-  into->inbox_drains += from->inbox_drains;
-  into->drained_blocks += from->drained_blocks;
-  into->slow_mallocs += from->slow_mallocs;
-  into->collections += from->collections;
-  into->bin_blocks_taken += from->bin_blocks_taken;
+  into->pages_acquired += HZ_SHARED_GET(from->pages_acquired);
+  into->pages_retired += HZ_SHARED_GET(from->pages_retired);
+  into->remote_frees += HZ_SHARED_GET(from->remote_frees);
+  into->batches_published += HZ_SHARED_GET(from->batches_published);
+  into->inbox_drains += HZ_SHARED_GET(from->inbox_drains);
+  into->drained_blocks += HZ_SHARED_GET(from->drained_blocks);
+  into->slow_mallocs += HZ_SHARED_GET(from->slow_mallocs);
+  into->collections += HZ_SHARED_GET(from->collections);
+  into->bin_blocks_taken += HZ_SHARED_GET(from->bin_blocks_taken);
 }
 
 static double ratio(uint64_t a, uint64_t b) {

@@ -352,11 +352,18 @@ void hz_heap_fork_child(hz_heap_t *survivor) {
   }
 }
 
+/* Each heap's counts as of its owner's last slow path, the caller's own as
+ * of now. No collector runs meanwhile: it would write other heaps'
+ * counters and pages. Owners keep writing theirs, which they share
+ * (HZ_SHARED_SET). */
 void hz_thread_summarize(hz_heap_summary_t *out) {
   memset(out, 0, sizeof *out);
+  if (hz_heap_tls != &hz_heap_empty) hz_heap_publish_all(hz_heap_tls);
+  pthread_mutex_lock(&collect_lock);
   pthread_mutex_lock(&pool_lock);
   for (hz_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all)
     hz_heap_summarize_one(heap, out);
   pthread_mutex_unlock(&pool_lock);
   hz_segment_summarize(&out->pages_in_use, &out->blocks_live, &out->bytes_live);
+  pthread_mutex_unlock(&collect_lock);
 }

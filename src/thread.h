@@ -25,6 +25,8 @@ void hz_thread_summarize(hz_heap_summary_t *out);
 /* Defined in heap.c, used here. */
 void hz_heap_init(hz_heap_t *heap);
 void hz_heap_flush(hz_heap_t *heap);
+/* The owner publishes its bins' counts of every class (heap_publish_counts). */
+void hz_heap_publish_all(hz_heap_t *heap);
 void hz_heap_summarize_one(const hz_heap_t *heap, hz_heap_summary_t *out);
 
 #endif
