@@ -167,6 +167,17 @@ typedef struct {
   unsigned long long remote_frees, batches, drains, drained, live_blocks;
 } stats_t;
 
+#ifdef __SANITIZE_THREAD__
+/* A sanitizer report raised while stderr goes into the pipe would be lost
+ * with the process: send reports to a copy of the real stderr instead. */
+void __sanitizer_set_report_fd(void *fd);
+static void reports_to_real_stderr(void) {
+  __sanitizer_set_report_fd((void *)(intptr_t)dup(STDERR_FILENO));
+}
+#else
+static void reports_to_real_stderr(void) {}
+#endif
+
 /* Publish the calling thread's stash and drain its inbox, then read the
  * report. False (and a failed check) if the report cannot be parsed. */
 static bool read_stats(stats_t *s) {
@@ -472,6 +483,7 @@ static void test_exit_with_stash(unsigned long rounds) {
 int main(int argc, char **argv) {
   unsigned long items = test_arg(argc, argv, 1, 100000, UINT32_MAX, USAGE);
   unsigned long rounds = test_arg(argc, argv, 2, 2000, 10000000, USAGE);
+  reports_to_real_stderr();
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   api_find();
