@@ -643,8 +643,10 @@ void hz_heap_flush(hz_heap_t *heap) { heap_give_back(heap, false); }
 void hz_heap_trim(hz_heap_t *heap) { heap_give_back(heap, true); }
 
 void hz_heap_publish_all(hz_heap_t *heap) {
+  heap_enter(heap);
   for (int c = 1; c < HZ_CLASS_COUNT; c++)
     heap_publish_counts(heap, (uint8_t)c, true);
+  heap_leave(heap);
 }
 
 void hz_heap_summarize_one(const hz_heap_t *heap, hz_heap_summary_t *out) {
