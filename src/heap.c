@@ -623,16 +623,19 @@ void hz_heap_collect(hz_heap_t *heap, bool purge, bool take_bins) {
   heap->collect_clean = true;
 }
 
+static void heap_publish_all_counts(hz_heap_t *heap) {
+  for (int c = 1; c < HZ_CLASS_COUNT; c++)
+    heap_publish_counts(heap, (uint8_t)c, true);
+}
+
 /* The owner returns what it can: its bins too, then what a collector
  * would, and with `discard` the memory of free blocks in its pages. Pages
  * with live blocks stay with the heap while it is pooled. */
 static void heap_give_back(hz_heap_t *heap, bool discard) {
   heap_enter(heap);
-  for (int c = 0; c < HZ_CLASS_COUNT; c++) {
-    hz_bin_t *bin = &heap->bins[c];
-    heap_bin_spill(heap, bin, bin_count(bin));
-    heap_publish_counts(heap, (uint8_t)c, true);
-  }
+  for (int c = 0; c < HZ_CLASS_COUNT; c++)
+    heap_bin_spill(heap, &heap->bins[c], bin_count(&heap->bins[c]));
+  heap_publish_all_counts(heap);
   heap_collect(heap);
   if (discard) heap_discard_free_blocks(heap);
   heap_leave(heap);
@@ -644,8 +647,7 @@ void hz_heap_trim(hz_heap_t *heap) { heap_give_back(heap, true); }
 
 void hz_heap_publish_all(hz_heap_t *heap) {
   heap_enter(heap);
-  for (int c = 1; c < HZ_CLASS_COUNT; c++)
-    heap_publish_counts(heap, (uint8_t)c, true);
+  heap_publish_all_counts(heap);
   heap_leave(heap);
 }
 
