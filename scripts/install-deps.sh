@@ -2,7 +2,10 @@
 # Install the Debian packages the build and the tests need, if missing.
 # Needs root (or sudo) only when something is actually missing.
 set -euo pipefail
-packages=(cmake make gcc g++ libtsan2 perl python3 coreutils pkgconf valgrind)
+# libpython3.11-testsuite: CPython's own tests, run under hakozuna by the
+# real-program test.
+packages=(cmake make gcc g++ libtsan2 perl python3 coreutils pkgconf valgrind
+          libpython3.11-testsuite)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -12,7 +12,11 @@
  * single-threaded program) unless HZ_PURGE_THREAD=0 or the purge delay is
  * -1. Every quarter of the delay it collects the heaps of idle threads and
  * runs the purge that fell due, so memory comes back while the program
- * sleeps. It blocks every signal and never allocates. */
+ * sleeps. It blocks every signal and never allocates. It must never keep
+ * a process alive: when the last thread with a heap exits (the main
+ * thread called pthread_exit, or the thread a fork child was made from
+ * returned), it is woken and ends too, so the process ends as it would
+ * without hakozuna; a thread that gets a heap later starts it again. */
 #define _GNU_SOURCE
 #include "thread.h"
 
@@ -22,6 +26,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 #include "large.h"
@@ -47,6 +52,10 @@ static HZ_TLS bool thread_exiting; /* our key destructor has run */
 static _Atomic int process_state;  /* 0 new, 1 starting, 2 ready */
 static _Atomic int hooks_state;    /* 0 none, 1 installing, 2 installed */
 static size_t heaps_bound;         /* threads that got a heap (pool lock) */
+static size_t heaps_live;          /* threads holding one now (pool lock) */
+/* Wakes the purge thread early (with pool_lock) when heaps_live drops to
+ * 0, so it ends at once. */
+static pthread_cond_t purge_wake = PTHREAD_COND_INITIALIZER;
 /* One collection round at a time (purge thread, malloc_trim, reclaim). */
 static pthread_mutex_t collect_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic bool purge_thread_started;
@@ -197,12 +206,36 @@ static uint64_t purge_period_ms(void) {
   return period;
 }
 
+/* Sleep one period; false when no thread holds a heap any more, and then
+ * the purge thread is marked stopped (a new one may start). */
+static bool purge_thread_sleep(uint64_t period) {
+  struct timespec until;
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  until.tv_sec += (time_t)(period / 1000);
+  until.tv_nsec += (long)(period % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+  pthread_mutex_lock(&pool_lock);
+  while (heaps_live > 0 &&
+         pthread_cond_clockwait(&purge_wake, &pool_lock, CLOCK_MONOTONIC,
+                                &until) != ETIMEDOUT) {
+  }
+  bool keep = heaps_live > 0;
+  if (!keep) {
+    atomic_store_explicit(&purge_thread_started, false, memory_order_relaxed);
+    hz_purge_set_background(false);
+  }
+  pthread_mutex_unlock(&pool_lock);
+  return keep;
+}
+
 static void *purge_thread_main(void *arg) {
   (void)arg;
   pthread_setname_np(pthread_self(), "hz-purge");
+  /* If this is the last thread, glibc runs the exit handlers here; what
+   * they allocate borrows a pooled heap, and starts no thread. */
+  thread_exiting = true;
   uint64_t period = purge_period_ms();
-  for (;;) {
-    hz_os_sleep_ms(period);
+  while (purge_thread_sleep(period)) {
     hz_thread_collect(true);
     hz_purge_run(false);
   }
@@ -245,6 +278,7 @@ static void thread_exit(void *value) {
   hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
   pthread_mutex_lock(&pool_lock);
   heap_pool_locked(heap);
+  if (--heaps_live == 0) pthread_cond_signal(&purge_wake);
   pthread_mutex_unlock(&pool_lock);
 }
 
@@ -268,7 +302,8 @@ static void fork_child(void) {
   hz_segment_fork_child();
   hz_heap_fork_child(hz_heap_tls);
   pthread_mutex_init(&collect_lock, NULL);
-  heaps_bound = 1;
+  pthread_cond_init(&purge_wake, NULL);
+  heaps_live = heaps_bound = hz_heap_tls != &hz_heap_empty;
   atomic_store_explicit(&purge_thread_started, false, memory_order_relaxed);
   hz_purge_set_background(false);
 }
@@ -293,6 +328,7 @@ hz_heap_t *hz_thread_attach(void) {
   install_hooks();
   pthread_setspecific(thread_key, heap);
   pthread_mutex_lock(&pool_lock);
+  heaps_live++;
   bool threaded = ++heaps_bound >= 2;
   pthread_mutex_unlock(&pool_lock);
   if (threaded &&

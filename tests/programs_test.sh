@@ -113,5 +113,37 @@ C
 run_case gcc gcc -O2 -S -o - "$WORK/prog.c"
 run_case gcc-link sh -c "gcc -O2 -o '$WORK/prog' '$WORK/prog.c' && '$WORK/prog'"
 
+# CPython's own test suite (Debian's libpython3-testsuite): threads, fork
+# from threads, and plenty of allocation. Each module must pass under
+# hakozuna within the timeout; test_threading once hung for good
+# (test_3_join_in_forked_from_thread: a fork child's last thread returned
+# while the purge thread kept the process alive).
+run_stdlib_tests() {
+  local modules=(test_threading test_thread test_fork1 test_json test_dict
+                 test_set test_re)
+  local log="$WORK/stdlib.log"
+  # The tests read their subprocesses' stderr: no HZ_VERBOSE here; the
+  # maps of a process started the same way show the library instead.
+  LD_PRELOAD="$LIB" timeout 300 "$PYTHON" -m test "${modules[@]}" >"$log" 2>&1
+  local rc=$?
+  if [ "$rc" = 124 ]; then
+    echo "FAIL stdlib-tests: still running after 300 s (hung)"
+    grep -E "^[0-9:]+ .*\[" "$log" | tail -3
+    failures=$((failures + 1))
+  elif [ "$rc" != 0 ] || ! grep -q "^Tests result: SUCCESS" "$log"; then
+    echo "FAIL stdlib-tests: exit code $rc"
+    tail -20 "$log"
+    failures=$((failures + 1))
+  elif ! LD_PRELOAD="$LIB" "$PYTHON" -c "print(open('/proc/self/maps').read())" |
+    grep -q "$(basename "$LIB")"; then
+    echo "FAIL stdlib-tests: hakozuna was not loaded"
+    failures=$((failures + 1))
+  else
+    echo "ok   stdlib-tests (${modules[*]})"
+    passes=$((passes + 1))
+  fi
+}
+run_stdlib_tests
+
 echo "programs: $passes passed, $failures failed"
 [ "$failures" -eq 0 ]
