@@ -214,7 +214,7 @@ HZ_EXPORT void *hz_reallocarray(void *ptr, size_t count, size_t size) {
 
 /* Small aligned blocks: over-allocate within the size classes and return
  * the first aligned address inside; the page remembers that its blocks may
- * be freed through interior pointers. */
+ * be freed through interior pointers, and the block where (check.h). */
 static void *api_aligned_small(size_t alignment, size_t size) {
   if (size == 0) size = 1; /* the aligned address must stay inside */
   size_t padded = size + alignment - HZ_MIN_ALIGN;
@@ -222,6 +222,7 @@ static void *api_aligned_small(size_t alignment, size_t size) {
   if (block == NULL) return NULL;
   uint8_t *aligned = (uint8_t *)HZ_ALIGN_UP((uintptr_t)block, alignment);
   if (aligned != block) {
+    *(uintptr_t *)block = hz_check_inner_tag(aligned);
     hz_page_t *page = hz_segment_page_of(hz_segment_of(block), block);
     if (!hz_page_has_aligned(page))
       hz_page_set_flag(page, HZ_PAGE_ALIGNED, true);

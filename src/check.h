@@ -30,8 +30,9 @@
 #include "config.h"
 
 typedef struct {
-  uintptr_t link; /* keys free-list links */
-  uintptr_t mark; /* marks free blocks */
+  uintptr_t link;  /* keys free-list links */
+  uintptr_t mark;  /* marks free blocks */
+  uintptr_t inner; /* keys where an aligned block was handed out */
 } hz_check_secret_t;
 
 extern hz_check_secret_t hz_check_secret;
@@ -104,6 +105,27 @@ HZ_INLINE void *hz_check_handing_out(void *block, unsigned cls) {
     return hz_check_unmarked(block, cls);
   ((uintptr_t *)block)[1] = 0;
   return block;
+}
+
+/* ---------------------------------------------------------------------------
+ * Blocks handed out at an offset (every variant)
+ *
+ * memalign may hand out a small block at an address inside it. The block's
+ * first word, in the padding before that address, then holds the address,
+ * keyed: the only interior pointer a free of that block accepts, and the
+ * sign that its start is not a pointer the user holds. The free clears it.
+ * ------------------------------------------------------------------------- */
+HZ_INLINE uintptr_t hz_check_inner_tag(const void *p) {
+  return (uintptr_t)p ^ hz_check_secret.inner;
+}
+
+/* Where the block starting at `block` (of `size` bytes) was handed out
+ * inside it, or NULL when it was not (its first word holds no tag). */
+HZ_INLINE const uint8_t *hz_check_inner_of(const void *block, size_t size) {
+  uintptr_t at = *(const uintptr_t *)block ^ hz_check_secret.inner;
+  uintptr_t start = (uintptr_t)block;
+  bool inside = at > start && at - start < size && (at & 15) == 0;
+  return inside ? (const uint8_t *)at : NULL;
 }
 
 /* A random number (secure variants: the order of fresh blocks). */

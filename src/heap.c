@@ -302,13 +302,15 @@ void hz_heap_bad_free(const hz_page_t *page, const void *p) {
 }
 
 /* The block a free of p on this page gives back, or NULL (reported) when p
- * is no block start: inside a block only on pages with aligned blocks.
- * Other threads check against the blocks that fit, not those carved. */
+ * names none: inside a block only where memalign handed the block out
+ * (its tag is cleared here, so the block is a plain one again). Other
+ * threads check against the blocks that fit, not those carved. */
 static hz_block_t *heap_block_to_free(const hz_page_t *page, void *p,
                                       bool owner) {
   hz_block_t *block =
       hz_page_block_named(page, p, owner ? page->capacity : page->reserved);
   if (block == NULL) hz_heap_bad_free(page, p);
+  if (block != NULL && (void *)block != p) *(uintptr_t *)block = 0; /* tag */
   return block;
 }
 

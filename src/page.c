@@ -107,14 +107,22 @@ hz_block_t *hz_page_block_of(const hz_page_t *page, const void *p) {
   return (hz_block_t *)(page->start + offset - offset % page->block_size);
 }
 
+/* On a page with aligned blocks, a block start names its block only when
+ * the block was not handed out at an offset, and an address inside a
+ * block only when it is exactly where the block was handed out. */
 hz_block_t *hz_page_block_named(const hz_page_t *page, const void *p,
                                 uint32_t limit) {
-  if (hz_page_is_block(page, p, limit)) return (hz_block_t *)p;
   const uint8_t *b = p;
-  if (hz_page_has_aligned(page) && b >= page->start &&
-      (size_t)(b - page->start) < (size_t)limit * page->block_size)
-    return hz_page_block_of(page, p);
-  return NULL;
+  if (hz_page_is_block(page, p, limit)) {
+    bool inner = hz_page_has_aligned(page) &&
+                 hz_check_inner_of(p, page->block_size) != NULL;
+    return inner ? NULL : (hz_block_t *)p;
+  }
+  if (!hz_page_has_aligned(page) || b < page->start ||
+      (size_t)(b - page->start) >= (size_t)limit * page->block_size)
+    return NULL;
+  hz_block_t *block = hz_page_block_of(page, p);
+  return hz_check_inner_of(block, page->block_size) == b ? block : NULL;
 }
 
 bool hz_page_is_block_start(const hz_page_t *page, const void *p) {

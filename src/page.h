@@ -84,7 +84,8 @@ void hz_page_discard_free(hz_page_t *page, bool lazy);
 hz_block_t *hz_page_next(const hz_page_t *page, const hz_block_t *block);
 /* The block a pointer names among the page's first `limit` blocks (see
  * hz_page_is_block): p itself when it is a block start, the block around
- * it on pages with aligned blocks, NULL otherwise. */
+ * it when p is where memalign handed that block out (check.h), NULL
+ * otherwise. */
 hz_block_t *hz_page_block_named(const hz_page_t *page, const void *p,
                                 uint32_t limit);
 /* The block containing p (p may be interior when has_aligned is set). */

@@ -45,6 +45,7 @@ static const char *variant_name;
 /* Called through volatile pointers: the compiler can neither drop a
  * malloc/free pair nor warn about the misuses, which are the point. */
 static void *(*volatile xmalloc)(size_t) = malloc;
+static void *(*volatile xrealloc)(void *, size_t) = realloc;
 static void (*volatile xfree)(void *) = free;
 
 #define SEGMENT_SIZE ((uintptr_t)4 << 20)
@@ -228,6 +229,81 @@ static void interior_free(size_t offset) {
 static void case_inv_interior_1(void) { interior_free(1); }
 static void case_inv_interior_8(void) { interior_free(8); }
 static void case_inv_interior_4096(void) { interior_free(4096); }
+
+/* Blocks from memalign(64, 100): 160-byte blocks, handed out at an offset
+ * inside when the block start is not 64-aligned. Returns one with an
+ * offset (usable size below the block size), the others freed. (Debug's
+ * usable size is the size asked for: its block and offset are unknown.) */
+static unsigned char *aligned_with_offset(size_t *offset) {
+  enum { TRIES = 32 };
+  unsigned char *keep = NULL, *q[TRIES];
+  for (int i = 0; i < TRIES; i++) {
+    q[i] = memalign(64, 100);
+    if (q[i] == NULL) child_fail("memalign(64, 100) failed");
+    size_t usable = malloc_usable_size(q[i]);
+    if (keep == NULL && usable < 160) {
+      keep = q[i];
+      *offset = 160 - usable;
+    }
+  }
+  for (int i = 0; i < TRIES; i++)
+    if (q[i] != keep) xfree(q[i]);
+  if (keep == NULL) child_fail("no memalign block handed out at an offset");
+  memset(keep, 0x6B, 100);
+  return keep;
+}
+
+/* The aligned block q must be intact and still allocated: none of 300
+ * fresh blocks of its class lands on it. */
+static void aligned_intact(unsigned char *q) {
+  fill_check(q, 100, 0x6B, "aligned block after the misuse");
+  unsigned char *fresh[300];
+  for (int i = 0; i < 300; i++) {
+    fresh[i] = xmalloc(148);
+    if (fresh[i] != NULL && fresh[i] + 148 > q && fresh[i] < q + 100)
+      child_fail("malloc gave %p, inside the live aligned block %p",
+                 (void *)fresh[i], (void *)q);
+  }
+  for (int i = 0; i < 300; i++)
+    xfree(fresh[i]);
+  xfree(q);
+}
+
+static void aligned_misuse(char how, ptrdiff_t delta) {
+  size_t offset;
+  unsigned char *q = aligned_with_offset(&offset);
+  unsigned char *p = delta == 0 ? q - offset : q + delta;
+  note_addr(p);
+  if (how == 'f') xfree(p);
+  if (how == 'r' && xrealloc(p, 120) != NULL)
+    child_fail("realloc of an interior pointer returned a block");
+  if (how == 'u' && malloc_usable_size(p) != 0)
+    child_fail("malloc_usable_size of an interior pointer is not 0");
+  aligned_intact(q);
+}
+
+static void case_aligned_free_8(void) { aligned_misuse('f', 8); }
+static void case_aligned_free_1(void) { aligned_misuse('f', 1); }
+static void case_aligned_free_start(void) { aligned_misuse('f', 0); }
+static void case_aligned_realloc_8(void) { aligned_misuse('r', 8); }
+static void case_aligned_usable_1(void) { aligned_misuse('u', 1); }
+
+/* The aligned pointer itself frees, reallocs and reports its size. */
+static void case_aligned_ok(void) {
+  for (int round = 0; round < 50; round++) {
+    size_t offset;
+    unsigned char *q = aligned_with_offset(&offset);
+    size_t usable = variant == V_DEBUG ? 100 : 160 - offset; /* canary */
+    if (malloc_usable_size(q) != usable)
+      child_fail("usable size of %p changed", (void *)q);
+    unsigned char *r = xrealloc(q, 110); /* fits: stays (debug copies) */
+    if (r == NULL || (r != q && variant != V_DEBUG))
+      child_fail("realloc(%p, 110) gave %p", (void *)q, (void *)r);
+    xfree(r);
+    void *again = xmalloc(148); /* may be the same block, now plain */
+    xfree(again);
+  }
+}
 
 static void case_inv_mmap(void) {
   unsigned char *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
@@ -415,6 +491,11 @@ typedef struct case_s {
   E "invalid free (not at the start of a block) of %s (size class "
 #define CORRUPT_LIST E "corrupted free list (freed block overwritten) at "
 #define SIZED        E "sized delete mismatch (freed as 16 bytes) of %s (size class "
+#define INTERIOR_REALLOC                                                       \
+  E "invalid realloc (not at the start of a block) of %s (size class "
+#define INTERIOR_USABLE                                                        \
+  E "invalid malloc_usable_size (not at the start of a block) of %s (size "   \
+    "class "
 
 static void random_order_after(const case_t *c, const char *notes);
 
@@ -441,6 +522,18 @@ static const case_t cases[] = {
      OUT_REPORTED, INTERIOR, NULL, NULL, NULL},
     {"invalid_free.interior_4096", case_inv_interior_4096, SEC | DBG | REL,
      OUT_ABORT, OUT_REPORTED, INTERIOR, NULL, NULL, NULL},
+    {"aligned.free_interior_8", case_aligned_free_8, SEC | DBG | REL,
+     OUT_ABORT, OUT_REPORTED, INTERIOR, NULL, NULL, NULL},
+    {"aligned.free_interior_1", case_aligned_free_1, SEC | DBG | REL,
+     OUT_ABORT, OUT_REPORTED, INTERIOR, NULL, NULL, NULL},
+    {"aligned.free_block_start", case_aligned_free_start, SEC | REL,
+     OUT_ABORT, OUT_REPORTED, INTERIOR, NULL, NULL, NULL},
+    {"aligned.realloc_interior_8", case_aligned_realloc_8, SEC | DBG | REL,
+     OUT_ABORT, OUT_REPORTED, INTERIOR_REALLOC, NULL, NULL, NULL},
+    {"aligned.usable_size_interior_1", case_aligned_usable_1, SEC | DBG | REL,
+     OUT_ABORT, OUT_REPORTED, INTERIOR_USABLE, NULL, NULL, NULL},
+    {"aligned.right_pointer", case_aligned_ok, SEC | DBG | REL, OUT_CLEAN,
+     OUT_CLEAN, NULL, NULL, NULL, NULL},
     {"invalid_free.mmap", case_inv_mmap, SEC | DBG | REL, OUT_ABORT,
      OUT_REPORTED, NOT_OURS, NULL, NULL, NULL},
     {"write_after_free", case_write_after_free, SEC | DBG, OUT_ABORT, 0,
@@ -616,7 +709,8 @@ static void evaluate(const case_t *c, const result_t *r) {
               "%s: expected a normal exit, child %s", c->name, status);
     break;
   }
-  CHECK_MSG(fails == 0, "%s: the child found a problem", c->name);
+  CHECK_MSG(fails == 0, "%s: the child found a problem:\n%s", c->name,
+            r->text);
   if (want == OUT_ABORT || want == OUT_REPORTED) {
     CHECK_MSG(lines == 1, "%s: expected one hakozuna line, got %d", c->name,
               lines);
