@@ -25,10 +25,13 @@
 /* glibc answers from the loader's data: no system call, no allocation. */
 size_t hz_os_page_size(void) { return (size_t)sysconf(_SC_PAGESIZE); }
 
+/* No MAP_NORESERVE: the kernel's overcommit policy judges each mapping,
+ * so a request it would refuse glibc fails here too (ENOMEM) instead of
+ * being granted and killed later. */
 void *hz_os_map(size_t size) {
   int saved = errno;
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   errno = saved;
   if (p == MAP_FAILED) return NULL;
   hz_stats_count_mmap(size);
@@ -76,7 +79,7 @@ static void *os_map_at_hint(size_t size, size_t align) {
   void *hint = (void *)os_hint_take(size, align);
   int saved = errno;
   void *p = mmap(hint, size, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   errno = saved;
   if (p == MAP_FAILED) return NULL;
   if (p == hint) {

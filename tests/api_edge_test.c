@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "overcommit.h"
 
 #ifdef HAVE_HZ_API
 #include "hakozuna.h"
@@ -434,6 +435,34 @@ static void test_huge_sizes(const api_t *a) {
         check_enomem(a, "memalign", p, errno, al, sizes[j]);
       }
     }
+  }
+}
+
+/* Sizes the machine cannot back (twice its memory and swap, 1 TiB and
+ * 64 TiB above that): the kernel refuses them (unless overcommit_memory is
+ * 1), so every constructor must fail with ENOMEM as glibc's does, and a
+ * realloc to one leaves the block as it was. */
+static void test_beyond_machine(const api_t *a) {
+  current_section = "sizes beyond the machine";
+  size_t refused = overcommit_refused_size();
+  if (refused == 0) {
+    fprintf(stderr, "api_edge: note: overcommit_memory=1, the kernel grants "
+                    "any size; skipping sizes beyond the machine\n");
+    return;
+  }
+  const size_t sizes[] = {refused, (size_t)1 << 40, (size_t)64 << 40};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    if (sizes[i] < refused) continue;
+    test_huge_one(a, sizes[i]);
+    char *p = a->malloc_fn(opaque(1000));
+    CHECK(p != NULL);
+    if (p == NULL) continue;
+    memset(p, 0x5C, 1000);
+    errno = 0;
+    void *q = a->realloc_fn(p, opaque(sizes[i]));
+    check_enomem(a, "realloc", q, errno, 1000, sizes[i]);
+    CHECK(p[0] == 0x5C && p[999] == 0x5C);
+    a->free_fn(q != NULL ? q : p);
   }
 }
 
@@ -1006,6 +1035,7 @@ static void test_usable_size(const api_t *a) {
 static void run_family(const api_t *a) {
   test_all_sizes(a);
   test_huge_sizes(a);
+  test_beyond_machine(a);
   test_zero_size(a);
   test_alignment(a);
   test_calloc(a);

@@ -21,6 +21,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "overcommit.h"
+
 namespace {
 
 int failures;
@@ -352,6 +354,16 @@ void test_huge() {
     EXPECT(p == nullptr, "operator new(%zu, align 64, nothrow) = %p", n, p);
     p = launder(::operator new[](n, al2m, std::nothrow));
     EXPECT(p == nullptr, "operator new[](%zu, align 2M, nothrow) = %p", n, p);
+  }
+  // A size the machine cannot back (the kernel refuses it) throws too.
+  if (std::size_t n = overcommit_refused_size()) {
+    EXPECT(throws_bad_alloc([n] { return ::operator new(n); }),
+           "operator new(%zu), beyond the machine, did not throw", n);
+    EXPECT(throws_bad_alloc([n] { return ::operator new[](n); }),
+           "operator new[](%zu), beyond the machine, did not throw", n);
+    EXPECT(throws_bad_alloc([=] { return ::operator new(n, al64); }),
+           "operator new(%zu, align 64), beyond the machine, did not throw",
+           n);
   }
   // Allocation keeps working afterwards.
   void *p = launder(::operator new(opaque(100)));
