@@ -149,7 +149,7 @@ HZ_EXPORT void hz_free_aligned_sized(void *ptr, size_t alignment, size_t size) {
 
 static void *api_calloc(size_t total) {
   /* The large box knows whether a mapping still reads as zeros. */
-  if (total > HZ_SMALL_MAX) return hz_large_alloc(total, 0, true);
+  if (total > HZ_SMALL_MAX) return hz_heap_large_alloc(total, 0, true);
   void *p = hz_heap_malloc(total);
   if (p != NULL) memset(p, 0, total);
   return p;
@@ -245,7 +245,7 @@ static void *api_memalign(size_t alignment, size_t size) {
   }
   if (size + alignment - HZ_MIN_ALIGN <= HZ_SMALL_MAX)
     return api_aligned_small(alignment, size);
-  return hz_large_alloc(size, alignment, false);
+  return hz_heap_large_alloc(size, alignment, false);
 }
 
 void *hz_api_memalign(size_t alignment, size_t size) {
@@ -296,9 +296,12 @@ HZ_EXPORT void hz_stats_print(void) {
  * all free memory is purged now. Otherwise only what fell due. */
 HZ_EXPORT void hz_collect(bool force) {
   hz_heap_t *heap = hz_heap_current();
+  if (force) {
+    hz_thread_give_back_all();
+    return;
+  }
   if (heap != &hz_heap_empty) hz_heap_trim(heap);
-  if (force) hz_thread_collect(false);
-  hz_purge_run(force);
+  hz_purge_run(false);
 }
 
 /* HZ_SHOW_STATS=1: one report when the process exits; HZ_STATS_JSON=path:

@@ -495,10 +495,7 @@ static bool heap_refill(hz_heap_t *heap, uint8_t cls) {
   return bin->top > bin->base;
 }
 
-void *hz_heap_malloc_slow(hz_heap_t *heap, size_t size) {
-  if (heap->state == HZ_HEAP_EMPTY) return hz_thread_malloc_unattached(size);
-  hz_purge_tick();
-  if (size > HZ_SMALL_MAX) return hz_large_alloc(size, 0, false);
+static void *heap_malloc_small(hz_heap_t *heap, size_t size) {
   heap_enter(heap);
   HZ_SHARED_ADD(heap->stats.slow_mallocs, 1);
   heap_flush_stash(heap);
@@ -510,11 +507,35 @@ void *hz_heap_malloc_slow(hz_heap_t *heap, size_t size) {
     bin->allocs++;
     block = hz_check_handing_out(*--bin->top, cls);
     heap_publish_counts(heap, cls, false);
-  } else {
-    errno = ENOMEM;
   }
   heap_leave(heap);
   return block;
+}
+
+/* A request the kernel refused may fit once the process gives back what
+ * it holds free (cached segments and mappings hold address space, which a
+ * limit like ulimit -v counts): one more try after that. */
+static HZ_NOINLINE void *heap_retry(hz_heap_t *heap, size_t size, size_t align,
+                                    bool zero) {
+  if (size > HZ_REQUEST_MAX) return NULL;
+  hz_thread_give_back_all();
+  void *p = heap == NULL ? hz_large_alloc(size, align, zero)
+                         : heap_malloc_small(heap, size);
+  if (p == NULL) errno = ENOMEM;
+  return p;
+}
+
+void *hz_heap_large_alloc(size_t size, size_t align, bool zero) {
+  void *p = hz_large_alloc(size, align, zero);
+  return HZ_LIKELY(p != NULL) ? p : heap_retry(NULL, size, align, zero);
+}
+
+void *hz_heap_malloc_slow(hz_heap_t *heap, size_t size) {
+  if (heap->state == HZ_HEAP_EMPTY) return hz_thread_malloc_unattached(size);
+  hz_purge_tick();
+  if (size > HZ_SMALL_MAX) return hz_heap_large_alloc(size, 0, false);
+  void *p = heap_malloc_small(heap, size);
+  return HZ_LIKELY(p != NULL) ? p : heap_retry(heap, size, 0, false);
 }
 
 /* ---------------------------------------------------------------------------

@@ -127,6 +127,9 @@ extern HZ_TLS hz_heap_t *hz_heap_tls;
 HZ_INLINE hz_heap_t *hz_heap_current(void) { return hz_heap_tls; }
 
 void *hz_heap_malloc_slow(hz_heap_t *heap, size_t size);
+/* A large block (large box), given one more try after the process gave
+ * back what it holds free when the first fails. */
+void *hz_heap_large_alloc(size_t size, size_t align, bool zero);
 void hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
                           void *p);
 /* The owner frees block p of page into its bin, making room if full. */

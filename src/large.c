@@ -384,6 +384,25 @@ void *hz_large_realloc(hz_segment_t *seg, void *p, size_t size) {
 /* ---------------------------------------------------------------------------
  * Purge
  * ------------------------------------------------------------------------- */
+void hz_large_unmap_cached(void) {
+  hz_segment_t *victims = NULL;
+  pthread_mutex_lock(&large_lock);
+  for (unsigned c = 0; c < LARGE_CLASS_COUNT; c++)
+    while (large_cache[c].oldest != NULL) {
+      hz_segment_t *seg = large_cache[c].oldest;
+      cache_unlink(seg);
+      seg->next = victims;
+      victims = seg;
+    }
+  publish_next_due();
+  pthread_mutex_unlock(&large_lock);
+  while (victims != NULL) {
+    hz_segment_t *next = victims->next;
+    unmap_region(victims);
+    victims = next;
+  }
+}
+
 /* Each due mapping leaves the cache while its memory is discarded, so no
  * madvise runs under the lock, then comes back as purged. */
 uint64_t hz_large_purge(uint64_t now, bool force) {

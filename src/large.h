@@ -30,6 +30,8 @@ void *hz_large_realloc(hz_segment_t *seg, void *p, size_t size);
 /* Purge cached mappings freed at least the purge delay ago (all when
  * `force`); returns when the next one falls due (UINT64_MAX: none). */
 uint64_t hz_large_purge(uint64_t now, bool force);
+/* Unmap every cached mapping: address space back too, not only memory. */
+void hz_large_unmap_cached(void);
 uint64_t hz_large_purge_next(void);
 /* Mappings in the cache, their bytes, and the bytes not yet purged. */
 void hz_large_cached(size_t *regions, size_t *bytes, size_t *dirty);

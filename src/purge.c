@@ -18,6 +18,7 @@ static HZ_TLS uint32_t tick_countdown;
 void hz_purge_run(bool force) {
   uint64_t now = hz_os_now_ms();
   hz_segment_purge(now, force);
+  if (force) hz_large_unmap_cached();
   hz_large_purge(now, force);
 }
 

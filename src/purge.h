@@ -9,7 +9,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Give back everything that is due (everything, when `force`). */
+/* Give back everything that is due; with `force`, every free page's
+ * memory, and the cached empty segments and large mappings are unmapped. */
 void hz_purge_run(bool force);
 /* Called on slow paths: runs hz_purge_run when something fell due and no
  * purge thread does the work. Cheap: a thread-local countdown first. */

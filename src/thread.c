@@ -195,6 +195,13 @@ void hz_thread_collect(bool idle_only) {
   pthread_mutex_unlock(&collect_lock);
 }
 
+void hz_thread_give_back_all(void) {
+  hz_heap_t *heap = hz_heap_tls;
+  if (heap != &hz_heap_empty) hz_heap_trim(heap);
+  hz_thread_collect(false);
+  hz_purge_run(true);
+}
+
 /* ---------------------------------------------------------------------------
  * The purge thread
  * ------------------------------------------------------------------------- */

@@ -19,6 +19,11 @@ void hz_thread_reclaim_pooled(void);
  * round, with `idle_only`): their inboxes go home and their empty pages
  * back to the segments. */
 void hz_thread_collect(bool idle_only);
+/* Give back all the process can: the calling thread's heap (bins
+ * included), what every other heap can without its owner, then every free
+ * page's memory and every cached segment and mapping (malloc_trim, and
+ * the last try before a request fails). */
+void hz_thread_give_back_all(void);
 /* Summary over every heap, for the stats report. */
 void hz_thread_summarize(hz_heap_summary_t *out);
 
