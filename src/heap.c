@@ -172,13 +172,16 @@ static hz_segment_kind_t page_kind(const hz_page_t *page) {
   return hz_segment_kind_for(page->block_size);
 }
 
-/* Keep an empty page for reuse, or give it back to its segment. */
+/* Keep an empty page for reuse, or give it back to its segment. A spare
+ * page is flagged retired: the free fast path leaves it to the generic
+ * path, which reports any free to it (all its blocks are free already). */
 static void heap_spare_push(hz_heap_t *heap, hz_page_t *page) {
   hz_segment_kind_t kind = page_kind(page);
   if (heap->spare_count[kind] >= spare_max[kind]) {
     hz_segment_page_free(page);
     return;
   }
+  hz_page_set_flag(page, HZ_PAGE_RETIRED, true);
   page->prev = NULL;
   page->next = heap->spare[kind];
   heap->spare[kind] = page;
@@ -197,6 +200,7 @@ static hz_page_t *heap_spare_take(hz_heap_t *heap, hz_segment_kind_t kind,
   *link = page->next;
   page->next = NULL;
   heap->spare_count[kind]--;
+  hz_page_set_flag(page, HZ_PAGE_RETIRED, false);
   return page;
 }
 
@@ -234,9 +238,22 @@ static void heap_unfull(hz_heap_t *heap, hz_page_t *page) {
   queue_push_back(&heap->queues[page->class_id], page);
 }
 
-/* Put a block of ours (a block start) back on its page. */
+static bool heap_page_is_retired(const hz_page_t *page) {
+  return (hz_page_flags(page) & HZ_PAGE_RETIRED) != 0;
+}
+
+static void heap_double_free(const hz_page_t *page, const void *block) {
+  hz_check_fail("double free", block, page->class_id, page->block_size);
+}
+
+/* Put a block of ours (a block start) back on its page. A page with every
+ * block free already gets one more only through a double free: reported,
+ * and the block is not listed twice. */
 static void heap_page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
-  HZ_ASSERT(page->used > 0);
+  if (HZ_UNLIKELY(page->used == 0)) {
+    heap_double_free(page, block);
+    return;
+  }
   hz_block_set_next(block, page->local_free);
   page->local_free = block;
   HZ_SHARED_SET(page->used, (uint16_t)(page->used - 1));
@@ -351,6 +368,10 @@ void hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
   }
   hz_block_t *block = heap_block_to_free(page, p, owner == heap);
   if (block == NULL) return;
+  if (HZ_UNLIKELY(heap_page_is_retired(page))) {
+    heap_double_free(page, block);
+    return;
+  }
   hz_check_freeing(block, page->class_id, page->block_size);
   if (heap->state == HZ_HEAP_EMPTY) { /* no heap (yet, or any more): home */
     hz_stats_count_orphan_free(page->class_id);
@@ -396,7 +417,9 @@ static void heap_drain_inbox(hz_heap_t *heap, bool into_bins) {
     if (ahead != NULL) __builtin_prefetch(ahead, 1);
     HZ_ASSERT(hz_page_heap(page) == heap);
     hz_bin_t *bin = &heap->bins[page->class_id];
-    if (into_bins && bin->top != bin->limit)
+    if (HZ_UNLIKELY(heap_page_is_retired(page)))
+      heap_double_free(page, block); /* freed again by another thread */
+    else if (into_bins && bin->top != bin->limit)
       *bin->top++ = block; /* straight to malloc, no page round trip */
     else
       heap_page_put(heap, page, block);

@@ -207,6 +207,55 @@ static void case_df_large(void) {
   xfree(p);
 }
 
+/* A block whose page emptied and went to its heap's spare list: 3000
+ * blocks of 64 B span three 64 KiB pages; once all are freed, the first
+ * page is retired (the last stays first in line). The double free is
+ * reported (release) and the block never comes back twice: 3000 blocks of
+ * 64 B and 3000 of 32 B (which may take the page over) are all distinct. */
+enum { SPAN = 3000 };
+static unsigned char *span[SPAN];
+
+static void span_alloc_free(void) {
+  for (int i = 0; i < SPAN; i++)
+    if ((span[i] = xmalloc(64)) == NULL) child_fail("malloc(64) failed");
+  for (int i = 0; i < SPAN; i++)
+    xfree(span[i]);
+}
+
+static int by_address(const void *a, const void *b) {
+  uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void blocks_distinct(void) {
+  static unsigned char *got[2 * SPAN];
+  for (int i = 0; i < 2 * SPAN; i++)
+    if ((got[i] = xmalloc(i < SPAN ? 64 : 32)) == NULL)
+      child_fail("malloc failed after the double free");
+  qsort(got, 2 * SPAN, sizeof *got, by_address);
+  for (int i = 1; i < 2 * SPAN; i++)
+    if (got[i] < got[i - 1] + 32)
+      child_fail("blocks %p and %p overlap: one handed out twice",
+                 (void *)got[i - 1], (void *)got[i]);
+}
+
+static void case_df_retired_page(void) {
+  span_alloc_free();
+  note_addr(span[0]);
+  xfree(span[0]);
+  blocks_distinct();
+}
+
+static void case_df_retired_cross_thread(void) {
+  span_alloc_free();
+  note_addr(span[0]);
+  pthread_t t;
+  if (pthread_create(&t, NULL, free_in_thread, span[0]) != 0)
+    child_fail("pthread_create");
+  pthread_join(t, NULL);
+  blocks_distinct();
+}
+
 /* --- invalid frees ---------------------------------------------------------
  */
 static void case_inv_one(void) { invalid_free_of((void *)1); }
@@ -510,6 +559,10 @@ static const case_t cases[] = {
      DOUBLE_FREE, NULL, NULL, NULL},
     {"double_free.cross_thread", case_df_cross_thread, SEC | DBG, OUT_ABORT, 0,
      DOUBLE_FREE, NULL, NULL, NULL},
+    {"double_free.retired_page", case_df_retired_page, SEC | DBG | REL,
+     OUT_ABORT, OUT_REPORTED, DOUBLE_FREE, NULL, NULL, NULL},
+    {"double_free.retired_page_cross_thread", case_df_retired_cross_thread,
+     SEC | DBG | REL, OUT_ABORT, OUT_REPORTED, DOUBLE_FREE, NULL, NULL, NULL},
     {"double_free.large", case_df_large, SEC | DBG, OUT_ABORT, 0,
      E "double free of %s (large block of ", NULL, NULL, NULL},
     {"invalid_free.one", case_inv_one, SEC | DBG | REL, OUT_ABORT, OUT_REPORTED,
