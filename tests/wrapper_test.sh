@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# bin/hakozuna runs a command with hakozuna preloaded, or not at all: a
+# library the loader would skip (a path with a space, a missing or broken
+# file) stops it with one "hakozuna:" line and a non-zero exit, before the
+# command runs.
+# Usage: wrapper_test.sh SOURCE_DIR BUILD_DIR
+set -u
+WRAPPER=$(realpath "$1/bin/hakozuna")
+LIB=$(realpath "$2/libhakozuna.so")
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+failures=0
+
+fail() {
+  echo "FAIL $*"
+  failures=$((failures + 1))
+}
+
+# expect_refused NAME ENV...: the wrapper must not run the command.
+expect_refused() {
+  local name=$1
+  shift
+  rm -f "$WORK/ran"
+  env "$@" "$WRAPPER" run touch "$WORK/ran" 2>"$WORK/err"
+  local rc=$?
+  local lines
+  lines=$(wc -l <"$WORK/err")
+  if [ "$rc" = 0 ]; then
+    fail "$name: exit code 0"
+  elif [ -e "$WORK/ran" ]; then
+    fail "$name: the command ran without hakozuna"
+  elif [ "$lines" != 1 ] || ! grep -q "^hakozuna: cannot" "$WORK/err"; then
+    fail "$name: expected one 'hakozuna: cannot ...' line, got:"
+    cat "$WORK/err"
+  else
+    echo "ok   $name: $(cat "$WORK/err")"
+  fi
+}
+
+# The command runs with the library mapped, with and without "--".
+for sep in "" "--"; do
+  out=$("$WRAPPER" run $sep cat /proc/self/maps 2>&1)
+  if grep -q "libhakozuna.so" <<<"$out"; then
+    echo "ok   run ${sep:-(no --)}: the command has the library"
+  else
+    fail "run ${sep:-(no --)}: the library is not in the command's maps"
+    head -3 <<<"$out"
+  fi
+done
+
+mkdir -p "$WORK/with space" "$WORK/with:colon"
+cp "$LIB" "$WORK/with space/libhakozuna.so"
+cp "$LIB" "$WORK/with:colon/libhakozuna.so"
+echo "not a library" >"$WORK/broken.so"
+expect_refused "space in HAKOZUNA_LIB" HAKOZUNA_LIB="$WORK/with space/libhakozuna.so"
+expect_refused "colon in HAKOZUNA_LIB" HAKOZUNA_LIB="$WORK/with:colon/libhakozuna.so"
+expect_refused "missing library" HAKOZUNA_LIB="$WORK/none.so"
+expect_refused "broken library" HAKOZUNA_LIB="$WORK/broken.so"
+
+# The wrapper's own directory has a space: the library it finds beside it
+# has one too.
+mkdir -p "$WORK/pre fix/bin" "$WORK/pre fix/lib"
+cp "$WRAPPER" "$WORK/pre fix/bin/hakozuna"
+cp "$LIB" "$WORK/pre fix/lib/libhakozuna.so"
+WRAPPER="$WORK/pre fix/bin/hakozuna" expect_refused "space in the install path"
+
+echo "wrapper: $failures failed"
+[ "$failures" -eq 0 ]
