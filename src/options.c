@@ -12,38 +12,37 @@
 
 typedef struct {
   const char *name; /* without the HZ_ prefix */
-  long value;       /* starts as the default; 1 when a text option is set */
+  hz_option_kind_t kind;
+  long value; /* starts as the default; 1 when a text option is set */
   const char *description;
-  bool is_text; /* the value is the text itself (a path) */
-  const char *text;
+  const char *text; /* a text option's value */
 } option_entry_t;
 
 static option_entry_t option_table[HZ_OPTION_COUNT] = {
-    [HZ_OPTION_SHOW_STATS] = {"SHOW_STATS", 0,
+    [HZ_OPTION_SHOW_STATS] = {"SHOW_STATS", HZ_OPTION_BOOL, 0,
                               "print a statistics report to stderr at exit"},
-    [HZ_OPTION_VERBOSE] = {"VERBOSE", 0,
+    [HZ_OPTION_VERBOSE] = {"VERBOSE", HZ_OPTION_BOOL, 0,
                            "print the effective options at start-up"},
     [HZ_OPTION_PURGE_DELAY_MS] =
-        {"PURGE_DELAY_MS", 1000,
+        {"PURGE_DELAY_MS", HZ_OPTION_MS, 1000,
          "ms free memory waits before it is given back (0 at once, -1 "
          "never)"},
-    [HZ_OPTION_PURGE_MADV_FREE] = {"PURGE_MADV_FREE", 0,
+    [HZ_OPTION_PURGE_MADV_FREE] = {"PURGE_MADV_FREE", HZ_OPTION_BOOL, 0,
                                    "give memory back with MADV_FREE (lazy) "
                                    "instead of MADV_DONTNEED"},
-    [HZ_OPTION_PURGE_THREAD] = {"PURGE_THREAD", 1,
+    [HZ_OPTION_PURGE_THREAD] = {"PURGE_THREAD", HZ_OPTION_BOOL, 1,
                                 "in threaded programs, a background thread "
                                 "purges memory that idle threads left"},
-    [HZ_OPTION_THP] = {"THP", 1,
+    [HZ_OPTION_THP] = {"THP", HZ_OPTION_BOOL, 1,
                        "allow transparent huge pages (0: ask the kernel for "
                        "none, purge at page granularity)"},
-    [HZ_OPTION_LARGE_CACHE_MAX] = {"LARGE_CACHE_MAX", 0,
+    [HZ_OPTION_LARGE_CACHE_MAX] = {"LARGE_CACHE_MAX", HZ_OPTION_BYTES, 0,
                                    "bytes of freed large blocks kept for "
                                    "reuse (default: RAM/32, 64M..1G)"},
-    [HZ_OPTION_STATS_JSON] = {"STATS_JSON", 0,
+    [HZ_OPTION_STATS_JSON] = {"STATS_JSON", HZ_OPTION_TEXT, 0,
                               "write the statistics report as JSON to this "
-                              "path at exit",
-                              .is_text = true},
-    [HZ_OPTION_ZERO_ON_FREE] = {"ZERO_ON_FREE", 0,
+                              "path at exit"},
+    [HZ_OPTION_ZERO_ON_FREE] = {"ZERO_ON_FREE", HZ_OPTION_BOOL, 0,
                                 "zero every block when it is freed (secure "
                                 "and debug variants)"},
 };
@@ -67,37 +66,50 @@ static bool parse_bool(const char *text, long *out) {
   return false;
 }
 
-bool hz_options_parse(const char *text, long *out) {
-  if (text == NULL || *text == 0) return false;
-  if (parse_bool(text, out)) return true;
+/* A decimal integer with an optional binary K/M/G suffix (then an
+ * optional i and B); false when malformed or out of a long's range. */
+static bool parse_number(const char *text, bool suffix_ok, long *out) {
   int saved = errno;
   errno = 0;
   char *end = NULL;
   long value = strtol(text, &end, 10);
-  bool ok = errno == 0 && end != text;
+  bool ok = errno == 0 && end != text && !isspace((unsigned char)*text);
   errno = saved;
   if (!ok) return false;
   long scale = 1;
-  switch (toupper((unsigned char)*end)) {
-  case 'K':
-    scale = 1L << 10;
-    end++;
-    break;
-  case 'M':
-    scale = 1L << 20;
-    end++;
-    break;
-  case 'G':
-    scale = 1L << 30;
-    end++;
-    break;
+  switch (suffix_ok ? toupper((unsigned char)*end) : 0) {
+  case 'K': scale = 1L << 10; break;
+  case 'M': scale = 1L << 20; break;
+  case 'G': scale = 1L << 30; break;
   default: break;
   }
+  if (scale != 1) end++;
   if (scale != 1 && (*end == 'i' || *end == 'I')) end++;
   if (scale != 1 && (*end == 'b' || *end == 'B')) end++;
   if (*end != 0) return false;
   if (value > LONG_MAX / scale || value < LONG_MIN / scale) return false;
   *out = value * scale;
+  return true;
+}
+
+bool hz_options_parse(const char *text, hz_option_kind_t kind, long *out) {
+  if (text == NULL || *text == 0) return false;
+  long value;
+  switch (kind) {
+  case HZ_OPTION_BOOL:
+    if (parse_bool(text, out)) return true;
+    if (!parse_number(text, false, &value) || (value != 0 && value != 1))
+      return false;
+    break;
+  case HZ_OPTION_BYTES:
+    if (!parse_number(text, true, &value) || value < 0) return false;
+    break;
+  case HZ_OPTION_MS:
+    if (!parse_number(text, false, &value) || value < -1) return false;
+    break;
+  default: return false;
+  }
+  *out = value;
   return true;
 }
 
@@ -113,10 +125,10 @@ void hz_options_init(void) {
     const char *text = hz_os_getenv(name);
     if (text == NULL) continue;
     long value;
-    if (entry->is_text) {
+    if (entry->kind == HZ_OPTION_TEXT) {
       entry->text = text;
       entry->value = *text != 0;
-    } else if (hz_options_parse(text, &value))
+    } else if (hz_options_parse(text, entry->kind, &value))
       entry->value = value;
     else
       hz_os_message("warning: ignoring bad value %s=\"%s\" (keeping %ld)", name,
@@ -138,7 +150,7 @@ const char *hz_option_text(hz_option_t option) {
 void hz_options_print(void) {
   for (int i = 0; i < HZ_OPTION_COUNT; i++) {
     const option_entry_t *entry = &option_table[i];
-    if (entry->is_text)
+    if (entry->kind == HZ_OPTION_TEXT)
       hz_os_message("option HZ_%s=%s  (%s)", entry->name,
                     entry->text != NULL ? entry->text : "", entry->description);
     else

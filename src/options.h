@@ -23,9 +23,17 @@ long hz_option(hz_option_t option);
 bool hz_option_enabled(hz_option_t option);
 /* The value of a text option (HZ_STATS_JSON), NULL when unset. */
 const char *hz_option_text(hz_option_t option);
-/* Parse one value: booleans (1/0, on/off, yes/no, true/false) and integers
- * with an optional K/M/G suffix. Returns false on a malformed value. */
-bool hz_options_parse(const char *text, long *out);
+/* What an option's value may be. */
+typedef enum {
+  HZ_OPTION_BOOL,  /* 1/0, on/off, yes/no, true/false */
+  HZ_OPTION_BYTES, /* 0 or more, with an optional K/M/G suffix */
+  HZ_OPTION_MS,    /* milliseconds: 0 or more, or -1 (never) */
+  HZ_OPTION_TEXT   /* any text (a path) */
+} hz_option_kind_t;
+
+/* Parse one value of a number or boolean kind. Returns false when it is
+ * malformed or out of the kind's range. */
+bool hz_options_parse(const char *text, hz_option_kind_t kind, long *out);
 void hz_options_print(void);
 
 #endif

@@ -264,6 +264,40 @@ int main(int argc, char **argv) {
     free(r.err);
   }
 
+  /* Well-formed numbers out of an option's range: negative delays other
+   * than -1, negative sizes, booleans other than 0 and 1. */
+  {
+    const char *label = "out of range, verbose";
+    child_result_t r =
+        run(label, (const char *const[]){
+                       "HZ_VERBOSE=1", "HZ_PURGE_DELAY_MS=-5",
+                       "HZ_LARGE_CACHE_MAX=-1", "HZ_THP=2", "HZ_PURGE_THREAD=-1",
+                       "HZ_PURGE_MADV_FREE=5", NULL});
+    expect_option_lines(label, r.err);
+    expect_warning(label, r.err, "PURGE_DELAY_MS", "-5", "1000");
+    expect_value(label, r.err, "PURGE_DELAY_MS", "1000");
+    if (large_default[0] != 0) {
+      expect_warning(label, r.err, "LARGE_CACHE_MAX", "-1", large_default);
+      expect_value(label, r.err, "LARGE_CACHE_MAX", large_default);
+    }
+    expect_warning(label, r.err, "THP", "2", "1");
+    expect_warning(label, r.err, "PURGE_THREAD", "-1", "1");
+    expect_warning(label, r.err, "PURGE_MADV_FREE", "5", "0");
+    expect_value(label, r.err, "THP", "1");
+    free(r.err);
+  }
+  {
+    const char *label = "out of range, quiet";
+    child_result_t r = run(
+        label, (const char *const[]){"HZ_PURGE_DELAY_MS=-9223372036854775808",
+                                     "HZ_SHOW_STATS=2", "HZ_VERBOSE=on", NULL});
+    expect_warning(label, r.err, "PURGE_DELAY_MS", "-9223372036854775808",
+                   "1000");
+    expect_warning(label, r.err, "SHOW_STATS", "2", "0");
+    expect_stats_report(label, r.err, false);
+    free(r.err);
+  }
+
   /* HZ_SHOW_STATS: the report at exit. */
   {
     const char *label = "HZ_SHOW_STATS=1";
