@@ -130,6 +130,22 @@ static class_row_t class_row(const hz_heap_summary_t *h, int c) {
   return row;
 }
 
+/* Remote frees over every class: those heaps counted (published in
+ * batches) and those of threads without a heap (sent home one by one, each
+ * a batch of its own). */
+typedef struct {
+  uint64_t frees, batches, one_by_one;
+} remote_total_t;
+
+static remote_total_t remote_total(const hz_heap_summary_t *h) {
+  uint64_t orphans = 0;
+  for (int c = 1; c < HZ_CLASS_COUNT; c++)
+    orphans += GET(orphan_frees[c]);
+  const hz_heap_stats_t *k = &h->counters;
+  return (remote_total_t){k->remote_frees + orphans,
+                          k->batches_published + orphans, orphans};
+}
+
 static void report_classes(const hz_heap_summary_t *h) {
   hz_os_print("  %-5s %8s %12s %12s %12s %10s %10s\n", "class", "block",
               "allocs", "frees", "remote", "live", "peak live");
@@ -156,10 +172,13 @@ void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
               (unsigned long long)c->pages_acquired,
               (unsigned long long)c->pages_retired);
   hz_os_print("  slow mallocs   %llu\n", (unsigned long long)c->slow_mallocs);
-  hz_os_print("  remote frees   %llu in %llu batches (%.1f per batch)\n",
-              (unsigned long long)c->remote_frees,
-              (unsigned long long)c->batches_published,
-              ratio(c->remote_frees, c->batches_published));
+  remote_total_t remote = remote_total(h);
+  hz_os_print("  remote frees   %llu in %llu batches (%.1f per batch; %llu one "
+              "by one from threads without a heap)\n",
+              (unsigned long long)remote.frees,
+              (unsigned long long)remote.batches,
+              ratio(remote.frees, remote.batches),
+              (unsigned long long)remote.one_by_one);
   hz_os_print("  inbox          %llu drains, %llu blocks (%.1f per drain)\n",
               (unsigned long long)c->inbox_drains,
               (unsigned long long)c->drained_blocks,
@@ -245,6 +264,13 @@ bool hz_stats_write_json(const char *path, const hz_heap_summary_t *h,
            (unsigned long long)c->pages_acquired,
            (unsigned long long)c->pages_retired, m->segments,
            m->segments_cached);
+  remote_total_t remote = remote_total(h);
+  json_add(&j,
+           "  \"remote\": {\"frees\": %llu, \"batches\": %llu, "
+           "\"one_by_one\": %llu},\n",
+           (unsigned long long)remote.frees,
+           (unsigned long long)remote.batches,
+           (unsigned long long)remote.one_by_one);
   json_add(&j,
            "  \"large\": {\"allocs\": %llu, \"reuses\": %llu, \"frees\": "
            "%llu, \"live_bytes\": %zu, \"cached\": %zu, "

@@ -6,7 +6,9 @@
  *   - allocates BLOCKS blocks of 3000 bytes (class 26, 3072-byte blocks),
  *     frees LOCAL_FREES of them itself and REMOTE_FREES from a second
  *     thread (which allocated first, so it has a heap and its frees are
- *     remote frees), and keeps the other KEPT alive to the end;
+ *     remote frees), ORPHAN_FREES from a third thread that never allocates
+ *     (it has no heap: its frees go home one by one), and keeps the other
+ *     KEPT alive to the end;
  *   - allocates large blocks: 4 of 1 MiB, frees 3, allocates and frees one
  *     more of 1 MiB (the cache can serve it) and one of 8 MiB, and keeps one
  *     1 MiB block alive;
@@ -22,6 +24,9 @@
  *     within a bin refill plus 64 of the 1000 reached) and >= live;
  *   - every class: live == allocs - frees, peak_live >= live, frees >=
  *     remote_frees, classes in increasing order;
+ *   - remote frees over all classes: the "remote" object's frees equal the
+ *     sum of the classes' remote_frees, one_by_one >= ORPHAN_FREES, and the
+ *     report's "remote frees" line counts them too;
  *   - large: allocs >= 6, frees >= 5, live_bytes >= 1 MiB, reuses >= 1;
  *   - os.mmap > 0, os.mapped_bytes > 0, peak_rss_bytes >= rss_bytes > 0,
  *     heaps >= 2, pages_acquired > 0;
@@ -60,7 +65,8 @@
 #define BLOCKS       1000
 #define LOCAL_FREES  600
 #define REMOTE_FREES 150
-#define KEPT         (BLOCKS - LOCAL_FREES - REMOTE_FREES)
+#define ORPHAN_FREES 100
+#define KEPT         (BLOCKS - LOCAL_FREES - REMOTE_FREES - ORPHAN_FREES)
 #define LIBC_SLACK   10
 #define PEAK_MIN     900
 #define MIB          ((size_t)1 << 20)
@@ -85,6 +91,15 @@ static void *remote_freer(void *arg) {
   return NULL;
 }
 
+/* Never allocates: the thread has no heap. */
+static void *orphan_freer(void *arg) {
+  (void)arg;
+  int from = LOCAL_FREES + REMOTE_FREES;
+  for (int i = from; i < from + ORPHAN_FREES; i++)
+    free(blocks[i]);
+  return NULL;
+}
+
 static void say(const char *text) {
   if (write(STDERR_FILENO, text, strlen(text)) < 0) _exit(3);
 }
@@ -106,6 +121,8 @@ static int child_main(void) {
     free(blocks[i]);
   pthread_t thread;
   if (pthread_create(&thread, NULL, remote_freer, NULL) != 0) return 1;
+  pthread_join(thread, NULL);
+  if (pthread_create(&thread, NULL, orphan_freer, NULL) != 0) return 1;
   pthread_join(thread, NULL);
 
   char *large[4];
@@ -283,12 +300,12 @@ static void check_class26(const char *where, const class_t *c) {
             c->block_size);
   CHECK_MSG(c->allocs >= BLOCKS, "%s: class 26 allocs %lld < %d", where,
             c->allocs, BLOCKS);
-  CHECK_MSG(c->frees >= LOCAL_FREES + REMOTE_FREES,
+  CHECK_MSG(c->frees >= LOCAL_FREES + REMOTE_FREES + ORPHAN_FREES,
             "%s: class 26 frees %lld < %d", where, c->frees,
-            LOCAL_FREES + REMOTE_FREES);
-  CHECK_MSG(c->remote_frees >= REMOTE_FREES,
+            LOCAL_FREES + REMOTE_FREES + ORPHAN_FREES);
+  CHECK_MSG(c->remote_frees >= REMOTE_FREES + ORPHAN_FREES,
             "%s: class 26 remote frees %lld < %d", where, c->remote_frees,
-            REMOTE_FREES);
+            REMOTE_FREES + ORPHAN_FREES);
   CHECK_MSG(c->live == c->allocs - c->frees,
             "%s: class 26 live %lld != %lld - %lld", where, c->live, c->allocs,
             c->frees);
@@ -332,6 +349,12 @@ static bool check_printed(const char *err, class_t *row) {
       header = true;
       continue;
     }
+    unsigned long long remote_line;
+    if (sscanf(buf, " remote frees %llu in", &remote_line) == 1)
+      CHECK_MSG(remote_line >= REMOTE_FREES + ORPHAN_FREES,
+                "the report's remote frees line counts %llu, fewer than the "
+                "%d remote and %d one-by-one frees made: %s",
+                remote_line, REMOTE_FREES, ORPHAN_FREES, buf);
     class_t c;
     char extra;
     if (header &&
@@ -362,7 +385,7 @@ static void check_json(const char *text, const class_t *printed) {
   CHECK_MSG(have_classes, "no \"classes\" array in:\n%s", text);
   bool found = false;
   int count = 0;
-  long long last = 0;
+  long long last = 0, remote_sum = 0;
   for (const char *p = have_classes ? classes.from : classes.to;
        have_classes && (p = memchr(p, '{', (size_t)(classes.to - p))) != NULL;
        count++) {
@@ -389,6 +412,7 @@ static void check_json(const char *text, const class_t *printed) {
     CHECK_MSG(c.frees >= c.remote_frees,
               "class %lld: frees %lld < remote frees %lld", c.cls, c.frees,
               c.remote_frees);
+    remote_sum += c.remote_frees;
     if (c.cls != BLOCK_CLASS) continue;
     found = true;
     check_class26("JSON", &c);
@@ -404,6 +428,19 @@ static void check_json(const char *text, const class_t *printed) {
     }
   }
   CHECK_MSG(found, "no class 26 in the JSON (%d classes):\n%s", count, text);
+
+  span_t remote = {text, text};
+  CHECK_MSG(json_nested(all, "remote", '{', '}', &remote), "no \"remote\"");
+  long long remote_frees = num(remote, "frees");
+  CHECK_MSG(remote_frees == remote_sum,
+            "remote frees %lld, but the classes' remote frees add up to %lld",
+            remote_frees, remote_sum);
+  CHECK_MSG(num(remote, "one_by_one") >= ORPHAN_FREES,
+            "remote one_by_one %lld < %d", num(remote, "one_by_one"),
+            ORPHAN_FREES);
+  CHECK_MSG(num(remote, "batches") >= num(remote, "one_by_one"),
+            "remote batches %lld < one_by_one %lld", num(remote, "batches"),
+            num(remote, "one_by_one"));
 
   span_t large = {text, text}, os = {text, text};
   CHECK_MSG(json_nested(all, "large", '{', '}', &large), "no \"large\"");
