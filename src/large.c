@@ -132,11 +132,10 @@ static void cache_link(hz_segment_t *seg, uint64_t due) {
   large_cached_count++;
 }
 
-/* Take cached mappings out until the cap holds, the class `c` first;
- * they are returned linked by next for unmapping outside the lock. */
-static hz_segment_t *cache_evict(unsigned c) {
+/* Take cached mappings out until at most `cap` bytes stay, the class `c`
+ * first; they are returned linked by next for unmapping outside the lock. */
+static hz_segment_t *cache_evict(unsigned c, size_t cap) {
   hz_segment_t *victims = NULL;
-  size_t cap = cache_cap();
   unsigned from = LARGE_CLASS_COUNT;
   while (large_cached_bytes > cap) {
     hz_segment_t *seg = large_cache[c].oldest;
@@ -202,6 +201,15 @@ static hz_segment_t *cache_reuse(size_t need) {
 static void unmap_region(hz_segment_t *seg) {
   hz_segment_unregister(seg);
   hz_os_unmap(seg, seg->map_size);
+}
+
+/* Unmap mappings linked by next (taken out of the cache). */
+static void unmap_regions(hz_segment_t *victims) {
+  while (victims != NULL) {
+    hz_segment_t *next = victims->next;
+    unmap_region(victims);
+    victims = next;
+  }
 }
 
 /* A fresh mapping of map_size bytes with its header; (seg + offset) is
@@ -292,14 +300,10 @@ static bool discard_region(hz_segment_t *seg) {
 static void cache_put(hz_segment_t *seg, uint64_t due) {
   pthread_mutex_lock(&large_lock);
   cache_link(seg, due);
-  hz_segment_t *victims = cache_evict(class_floor(seg->map_size));
+  hz_segment_t *victims = cache_evict(class_floor(seg->map_size), cache_cap());
   publish_next_due();
   pthread_mutex_unlock(&large_lock);
-  while (victims != NULL) {
-    hz_segment_t *next = victims->next;
-    unmap_region(victims);
-    victims = next;
-  }
+  unmap_regions(victims);
 }
 
 void hz_large_free(hz_segment_t *seg) {
@@ -385,22 +389,11 @@ void *hz_large_realloc(hz_segment_t *seg, void *p, size_t size) {
  * Purge
  * ------------------------------------------------------------------------- */
 void hz_large_unmap_cached(void) {
-  hz_segment_t *victims = NULL;
   pthread_mutex_lock(&large_lock);
-  for (unsigned c = 0; c < LARGE_CLASS_COUNT; c++)
-    while (large_cache[c].oldest != NULL) {
-      hz_segment_t *seg = large_cache[c].oldest;
-      cache_unlink(seg);
-      seg->next = victims;
-      victims = seg;
-    }
+  hz_segment_t *victims = cache_evict(0, 0);
   publish_next_due();
   pthread_mutex_unlock(&large_lock);
-  while (victims != NULL) {
-    hz_segment_t *next = victims->next;
-    unmap_region(victims);
-    victims = next;
-  }
+  unmap_regions(victims);
 }
 
 /* Each due mapping leaves the cache while its memory is discarded, so no

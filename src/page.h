@@ -43,8 +43,8 @@ struct hz_heap_s;
 /* Flag bits kept in the low bits of hz_page_t.owner (heaps are 64-byte
  * aligned). Only the owner changes them; any thread may read them
  * (usable_size reads HZ_PAGE_ALIGNED). */
-#define HZ_PAGE_ALIGNED   1u /* some block was returned at an interior offset */
-#define HZ_PAGE_RETIRED   2u /* empty, on its heap's spare list: no live block */
+#define HZ_PAGE_ALIGNED   1u /* some block was handed out at an offset */
+#define HZ_PAGE_RETIRED   2u /* on its heap's spare list: no block in use */
 #define HZ_PAGE_FLAG_MASK ((uintptr_t)63)
 
 /* 64 bytes, so segment -> descriptor is a shift. */

@@ -268,8 +268,7 @@ bool hz_stats_write_json(const char *path, const hz_heap_summary_t *h,
   json_add(&j,
            "  \"remote\": {\"frees\": %llu, \"batches\": %llu, "
            "\"one_by_one\": %llu},\n",
-           (unsigned long long)remote.frees,
-           (unsigned long long)remote.batches,
+           (unsigned long long)remote.frees, (unsigned long long)remote.batches,
            (unsigned long long)remote.one_by_one);
   json_add(&j,
            "  \"large\": {\"allocs\": %llu, \"reuses\": %llu, \"frees\": "

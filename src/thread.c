@@ -220,7 +220,8 @@ static bool purge_thread_sleep(uint64_t period) {
   clock_gettime(CLOCK_MONOTONIC, &until);
   until.tv_sec += (time_t)(period / 1000);
   until.tv_nsec += (long)(period % 1000) * 1000000L;
-  if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+  if (until.tv_nsec >= 1000000000L)
+    until.tv_sec++, until.tv_nsec -= 1000000000L;
   pthread_mutex_lock(&pool_lock);
   while (heaps_live > 0 &&
          pthread_cond_clockwait(&purge_wake, &pool_lock, CLOCK_MONOTONIC,

@@ -269,10 +269,10 @@ int main(int argc, char **argv) {
   {
     const char *label = "out of range, verbose";
     child_result_t r =
-        run(label, (const char *const[]){
-                       "HZ_VERBOSE=1", "HZ_PURGE_DELAY_MS=-5",
-                       "HZ_LARGE_CACHE_MAX=-1", "HZ_THP=2", "HZ_PURGE_THREAD=-1",
-                       "HZ_PURGE_MADV_FREE=5", NULL});
+        run(label, (const char *const[]){"HZ_VERBOSE=1", "HZ_PURGE_DELAY_MS=-5",
+                                         "HZ_LARGE_CACHE_MAX=-1", "HZ_THP=2",
+                                         "HZ_PURGE_THREAD=-1",
+                                         "HZ_PURGE_MADV_FREE=5", NULL});
     expect_option_lines(label, r.err);
     expect_warning(label, r.err, "PURGE_DELAY_MS", "-5", "1000");
     expect_value(label, r.err, "PURGE_DELAY_MS", "1000");

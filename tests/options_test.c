@@ -41,8 +41,8 @@ static void booleans(void) {
     good(BOOL, falsy[i], 0);
   good(BOOL, "1", 1);
   good(BOOL, "0", 0);
-  static const char *const refused[] = {"2",  "5",   "-1",  "10",  "1K", "",
-                                        "y",  "tru", "onn", "nope", "01x"};
+  static const char *const refused[] = {"2", "5",   "-1",  "10",   "1K", "",
+                                        "y", "tru", "onn", "nope", "01x"};
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
     bad(BOOL, refused[i]);
   bad(BOOL, NULL);
@@ -70,11 +70,28 @@ static void bytes(void) {
   bad(BYTES, "8589934592G");
   good(BYTES, "9223372036854775807", LONG_MAX);
   /* Negative sizes, words and malformed values. */
-  static const char *const refused[] = {
-      "-1",    "-2K",  "-9223372036854775808", "on",  "yes",  "",
-      "abc",   "12x",  "1.5",                  "K",   "M",    "--1",
-      "0x10",  "1B",   "1i",                   "1KK", "1KiBB", "1T",
-      "5 ",    " 5",   "99999999999999G",      "99999999999999999999"};
+  static const char *const refused[] = {"-1",
+                                        "-2K",
+                                        "-9223372036854775808",
+                                        "on",
+                                        "yes",
+                                        "",
+                                        "abc",
+                                        "12x",
+                                        "1.5",
+                                        "K",
+                                        "M",
+                                        "--1",
+                                        "0x10",
+                                        "1B",
+                                        "1i",
+                                        "1KK",
+                                        "1KiBB",
+                                        "1T",
+                                        "5 ",
+                                        " 5",
+                                        "99999999999999G",
+                                        "99999999999999999999"};
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
     bad(BYTES, refused[i]);
 }

@@ -543,7 +543,7 @@ typedef struct case_s {
 #define INTERIOR_REALLOC                                                       \
   E "invalid realloc (not at the start of a block) of %s (size class "
 #define INTERIOR_USABLE                                                        \
-  E "invalid malloc_usable_size (not at the start of a block) of %s (size "   \
+  E "invalid malloc_usable_size (not at the start of a block) of %s (size "    \
     "class "
 
 static void random_order_after(const case_t *c, const char *notes);
@@ -575,12 +575,12 @@ static const case_t cases[] = {
      OUT_REPORTED, INTERIOR, NULL, NULL, NULL},
     {"invalid_free.interior_4096", case_inv_interior_4096, SEC | DBG | REL,
      OUT_ABORT, OUT_REPORTED, INTERIOR, NULL, NULL, NULL},
-    {"aligned.free_interior_8", case_aligned_free_8, SEC | DBG | REL,
-     OUT_ABORT, OUT_REPORTED, INTERIOR, NULL, NULL, NULL},
-    {"aligned.free_interior_1", case_aligned_free_1, SEC | DBG | REL,
-     OUT_ABORT, OUT_REPORTED, INTERIOR, NULL, NULL, NULL},
-    {"aligned.free_block_start", case_aligned_free_start, SEC | REL,
-     OUT_ABORT, OUT_REPORTED, INTERIOR, NULL, NULL, NULL},
+    {"aligned.free_interior_8", case_aligned_free_8, SEC | DBG | REL, OUT_ABORT,
+     OUT_REPORTED, INTERIOR, NULL, NULL, NULL},
+    {"aligned.free_interior_1", case_aligned_free_1, SEC | DBG | REL, OUT_ABORT,
+     OUT_REPORTED, INTERIOR, NULL, NULL, NULL},
+    {"aligned.free_block_start", case_aligned_free_start, SEC | REL, OUT_ABORT,
+     OUT_REPORTED, INTERIOR, NULL, NULL, NULL},
     {"aligned.realloc_interior_8", case_aligned_realloc_8, SEC | DBG | REL,
      OUT_ABORT, OUT_REPORTED, INTERIOR_REALLOC, NULL, NULL, NULL},
     {"aligned.usable_size_interior_1", case_aligned_usable_1, SEC | DBG | REL,
@@ -762,8 +762,7 @@ static void evaluate(const case_t *c, const result_t *r) {
               "%s: expected a normal exit, child %s", c->name, status);
     break;
   }
-  CHECK_MSG(fails == 0, "%s: the child found a problem:\n%s", c->name,
-            r->text);
+  CHECK_MSG(fails == 0, "%s: the child found a problem:\n%s", c->name, r->text);
   if (want == OUT_ABORT || want == OUT_REPORTED) {
     CHECK_MSG(lines == 1, "%s: expected one hakozuna line, got %d", c->name,
               lines);
