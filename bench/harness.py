@@ -46,10 +46,13 @@ What it does
 Sets (see --list for the exact commands and the time estimate)
   default   about 8 minutes here (2 cores): mt_remote lanes guard 16-2048,
             main 16-32768, cross128 16-131072 B x R = 0/50/90 % remote frees
-            x T = 4, 16 threads (WS 400, ring 65536); random_mixed app,
+            x T = 4, 16 threads (WS 400, ring 65536), threads left to the
+            scheduler (BENCH_NO_PIN=1), as programs run; random_mixed app,
             tiny_hot, larson, kv, malloc_large, rss_plateau, redis-server;
             5 runs per case and allocator.
-  --full    about 45 minutes: mt_remote at T = 1, 2, 4, 8, 16 and every other
+  --full    mt_remote at T = 1, 2, 4, 8, 16, unpinned and again with the
+            threads pinned round-robin to the CPUs (ids ending in /pinned),
+            and every other
             benchmark and variant (random_mixed uniform, mid_large_mt,
             vm_mixed, kv with 1M keys, string_builder, json, mir, thread_churn,
             long_run, rss_plateau 1 GiB with and without malloc_trim); 10 runs.
@@ -68,6 +71,9 @@ Allocators
   jemalloc  /usr/lib/x86_64-linux-gnu/libjemalloc.so.2        (libjemalloc2)
   tcmalloc  /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 (libtcmalloc-minimal4)
   NAME=/path/lib.so adds a peer (or replaces a built-in one's library).
+  --peers-dir DIR adds every lib*.so in DIR, named after the file
+  (libmimalloc-v3.so -> mimalloc-v3); a missing DIR is noted and skipped.
+  meta.json records each allocator's library file and size.
 
 redis-server
   Runs through bench/redis_bench.sh LIB (the library is given as an argument,
@@ -121,7 +127,7 @@ class It:
 
 class Case:
     def __init__(self, bench, variant, args, est, sets, params=None,
-                 program=None, lib_as_arg=False):
+                 program=None, lib_as_arg=False, env=None):
         self.bench = bench              # benchmark family (= program name)
         self.variant = variant          # short label of the parameters
         self.id = bench + ("/" + variant if variant else "")
@@ -131,6 +137,7 @@ class Case:
         self.params = params or {}      # parameters shown in tables/charts
         self.program = program or bench
         self.lib_as_arg = lib_as_arg    # allocator passed as argument (redis)
+        self.env = env or {}            # extra environment of every run
 
     def argv(self, scale):
         return [a.render(scale) if isinstance(a, It) else str(a) for a in self.args]
@@ -164,6 +171,10 @@ MT_OPS = {  # total malloc+free iterations per run (all threads)
     "cross128": {0: 9_000_000, 50: 1_800_000, 90: 1_400_000},
 }
 MT_EST = 0.6  # seconds per run at MT_OPS (estimate used for the budget)
+# Threads run where the scheduler puts them, as in real programs; --full
+# repeats every cell with the benchmark pinning its threads round-robin to
+# the CPUs (case ids ending in /pinned).
+MT_UNPINNED_ENV = {"BENCH_NO_PIN": "1"}
 
 # Every other benchmark: one row per case (arguments as in each program's
 # --help). It(n) marks the iteration argument that --scale multiplies.
@@ -220,18 +231,26 @@ FAMILY_KEYS = {
 # ============================================================================
 
 
+def mt_remote_case(lane, lo, hi, r, t, pinned):
+    iters = max(1, MT_OPS[lane][r] // t)
+    default = t in MT_THREADS_DEFAULT and not pinned
+    return Case(
+        "mt_remote", "%s/R%d/T%d%s" % (lane, r, t, "/pinned" if pinned else ""),
+        [t, It(iters), MT_WS, lo, hi, r, MT_RING], MT_EST,
+        {"full"} | ({"default"} if default else set()),
+        params={"lane": lane, "R": r, "T": t, "size": "%d-%d" % (lo, hi),
+                "iters": It(iters), "ws": MT_WS, "ring": MT_RING,
+                "pinned": "yes" if pinned else "no"},
+        env=None if pinned else MT_UNPINNED_ENV)
+
+
 def build_cases():
     cases = []
-    for lane, (lo, hi) in MT_LANES.items():
-        for r in MT_R:
-            for t in MT_THREADS_FULL:
-                iters = max(1, MT_OPS[lane][r] // t)
-                sets = {"full"} | ({"default"} if t in MT_THREADS_DEFAULT else set())
-                cases.append(Case(
-                    "mt_remote", "%s/R%d/T%d" % (lane, r, t),
-                    [t, It(iters), MT_WS, lo, hi, r, MT_RING], MT_EST, sets,
-                    params={"lane": lane, "R": r, "T": t, "size": "%d-%d" % (lo, hi),
-                            "iters": It(iters), "ws": MT_WS, "ring": MT_RING}))
+    for pinned in (False, True):
+        for lane, (lo, hi) in MT_LANES.items():
+            for r in MT_R:
+                for t in MT_THREADS_FULL:
+                    cases.append(mt_remote_case(lane, lo, hi, r, t, pinned))
     for bench, variant, args, est, dflt in OTHER:
         cases.append(Case(bench, variant, args, est,
                           {"full"} | ({"default"} if dflt else set())))
@@ -472,10 +491,26 @@ def install_peers(args):
             log("harness: run `sudo bench/install-peers.sh` to install them")
 
 
+def peers_in(directory):
+    """NAME=/path specs for every lib*.so in directory, named after the file
+    (libmimalloc-v3.so -> mimalloc-v3); none, with a note, if it is missing."""
+    if not directory:
+        return []
+    if not os.path.isdir(directory):
+        log("harness: --peers-dir %s does not exist; running without it" % directory)
+        return []
+    specs = []
+    for fn in sorted(os.listdir(directory)):
+        if fn.startswith("lib") and fn.endswith(".so"):
+            specs.append("%s=%s" % (fn[3:-3], os.path.join(directory, fn)))
+    return specs
+
+
 def allocator_table(args):
-    """Built-in allocators plus NAME=/path ones, filtered by --allocators."""
+    """Built-in allocators plus NAME=/path ones (and those of --peers-dir),
+    filtered by --allocators."""
     table = [(n, l) for n, l, _ in ALLOCATORS]
-    for spec in args.extra:
+    for spec in peers_in(args.peers_dir) + args.extra:
         if "=" not in spec:
             sys.exit("harness: extra allocator must be NAME=/path/lib.so, got %r" % spec)
         name, path = spec.split("=", 1)
@@ -1158,6 +1193,7 @@ def _fail_label(d):
 
 
 def chart_mt_remote(plt, outdir, items, names, colors, runs):
+    items = [t for t in items if t[0].params.get("pinned") != "yes"]
     lanes = [l for l in MT_LANES if any(c.params.get("lane") == l for c, _, _ in items)]
     rs = [r for r in MT_R if any(c.params.get("R") == r for c, _, _ in items)]
     if not lanes or not rs:
@@ -1408,6 +1444,10 @@ Examples
 """)
     ap.add_argument("extra", nargs="*", metavar="NAME=/path/lib.so",
                     help="extra peer allocator to preload (replaces a built-in one of the same name)")
+    ap.add_argument("--peers-dir", metavar="DIR",
+                    help="add every lib*.so in DIR as a peer, named after the file "
+                         "(libmimalloc-v3.so -> mimalloc-v3); skipped with a note if DIR "
+                         "does not exist")
     ap.add_argument("--full", action="store_true",
                     help="run the whole matrix (mt_remote T=1,2,4,8,16 x 3 lanes x R=0/50/90, "
                          "every benchmark and variant), 10 runs unless --runs is given")
@@ -1518,8 +1558,10 @@ def main(argv):
         names = [n for n, _ in allocator_table(args)]
         for c in cases:
             cmd = program_path(c, args)
-            log("%-28s %5.2fs/run  %s %s" % (c.id, c.est_secs(args.scale),
-                                              os.path.relpath(cmd, REPO),
+            log("%-32s %5.2fs/run  %s%s %s" % (c.id, c.est_secs(args.scale),
+                                                "".join("%s=%s " % kv for kv in
+                                                        sorted(c.env.items())),
+                                                os.path.relpath(cmd, REPO),
                                               "LIB" if c.lib_as_arg else " ".join(c.argv(args.scale))))
         log_estimate(cases, args.runs, names, args.scale)
         return 0
@@ -1554,6 +1596,8 @@ def main(argv):
                   for c in cases],
         "complete": False,
     }
+    meta["allocator_files"] = {
+        a: {"path": lib, "size": os.stat(lib).st_size} for a, lib in allocs if lib}
     hzlib = dict(allocs).get(HZ)
     if hzlib:
         st = os.stat(hzlib)
@@ -1619,7 +1663,7 @@ def main(argv):
                     remaining = est_total - done_est
                     eta = remaining * (elapsed / done_est) if done_est > 0 else remaining
                     prog = program_path(c, args)
-                    env = dict(env_base)
+                    env = dict(env_base, **c.env)
                     if c.lib_as_arg:
                         cmd = ["bash", prog, lib or ""]
                     else:
@@ -1631,7 +1675,8 @@ def main(argv):
                            len(cases) - ci - 1, fmt_dur(elapsed), fmt_dur(eta)))
                     res = run_once(cmd, env, args.timeout)
                     done_est += est + RUN_OVERHEAD_S
-                    command = ("LD_PRELOAD=%s " % lib if lib and not c.lib_as_arg else "") + \
+                    command = "".join("%s=%s " % kv for kv in sorted(c.env.items())) + \
+                        ("LD_PRELOAD=%s " % lib if lib and not c.lib_as_arg else "") + \
                         " ".join(shlex.quote(os.path.relpath(x, REPO) if x.startswith(REPO)
                                              else x) for x in cmd)
                     row = {"case": c.id, "benchmark": c.bench,
