@@ -373,10 +373,15 @@ void hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
     return;
   }
   hz_check_freeing(block, page->class_id, page->block_size);
-  if (heap->state == HZ_HEAP_EMPTY) { /* no heap (yet, or any more): home */
-    hz_stats_count_orphan_free(page->class_id);
-    hz_remote_push_one(&owner->inbox, block, page->block_size);
-    return;
+  if (heap->state == HZ_HEAP_EMPTY) {
+    /* A thread that only frees gets a heap too, so its frees travel home
+     * in batches like any other; past its exit handler it has none. */
+    heap = hz_thread_attach_for_free();
+    if (heap == NULL) {
+      hz_stats_count_orphan_free(page->class_id);
+      hz_remote_push_one(&owner->inbox, block, page->block_size);
+      return;
+    }
   }
   heap->bins[page->class_id].frees++;
   if (owner == heap) {

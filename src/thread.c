@@ -345,6 +345,10 @@ hz_heap_t *hz_thread_attach(void) {
   return heap;
 }
 
+hz_heap_t *hz_thread_attach_for_free(void) {
+  return thread_exiting ? NULL : hz_thread_attach();
+}
+
 /* Destructors of other keys may allocate after ours ran. Binding a heap
  * again would leave it with a dead thread once glibc stops calling
  * destructors, so such calls borrow a pooled heap and give it back. */

@@ -1,5 +1,6 @@
 /* thread: binding heaps to threads. A thread gets a heap on its first
- * slow-path malloc (a pooled one if any, else a new one); at thread exit
+ * slow-path malloc or its first free of another heap's block (a pooled
+ * one if any, else a new one); at thread exit
  * the heap is flushed and pooled for the next thread. Also owns the fork
  * handlers and the process-wide start-up. */
 #ifndef HZ_THREAD_H
@@ -10,6 +11,9 @@
 /* Give the calling thread a heap (initialising the process on the first
  * call); NULL if out of memory. */
 hz_heap_t *hz_thread_attach(void);
+/* The heap a thread without one frees through: attached now, or NULL when
+ * the thread is past its exit handler (or out of memory). */
+hz_heap_t *hz_thread_attach_for_free(void);
 /* malloc for a thread without a heap: attach one, or, when the thread is
  * already past its exit handler, serve the call from a borrowed heap. */
 void *hz_thread_malloc_unattached(size_t size);

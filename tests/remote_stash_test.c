@@ -9,9 +9,11 @@
  * into every byte (a header word with serial number and size, a body byte
  * derived from the serial, a trailer word) and hands them to CONSUMERS threads
  * through a bounded queue protected by a mutex and two condition variables.
- * Each consumer allocates first (so it has a heap, and its frees of foreign
- * blocks go through its stash), then verifies every byte of each block it takes
- * and frees it: a remote free. Checks: no corrupt block, every block consumed
+ * The hand-off runs twice: once with consumers that allocate first (and
+ * now and then), once with consumers that never allocate, whose frees must
+ * be batched all the same (the first free gives such a thread a heap).
+ * Each consumer verifies every byte of each block it takes and frees it: a
+ * remote free. Checks: no corrupt block, every block consumed
  * once, and (RSS) the main thread gets the memory back: a live set of at most
  * QCAP blocks must not grow towards the 735 MiB that 100,000 blocks of 7.5 KiB
  * on average take if remote frees do not come home (or stay stashed: a
@@ -274,20 +276,21 @@ static bool queue_get(entry_t *e) {
 
 typedef struct {
   pthread_t th;
+  bool allocates; /* false: the thread only ever frees */
   unsigned long consumed;
 } consumer_t;
 
 static void *consume(void *arg) {
   consumer_t *c = arg;
-  /* Allocate first: with a heap of its own, this thread's frees of the
-   * main thread's blocks go through its stash. */
-  void *own = t_malloc(64);
-  if (own == NULL) report("consumer: malloc(64) failed");
+  /* Allocate first: the first free would give the thread a heap anyway,
+   * but this way both orders are covered. */
+  void *own = c->allocates ? t_malloc(64) : NULL;
+  if (c->allocates && own == NULL) report("consumer: malloc(64) failed");
   entry_t e;
   while (queue_get(&e)) {
     if (verify(e.p, e.size, e.serial, "consumer")) t_free(e.p);
     c->consumed++;
-    if (c->consumed % 97 == 0) { /* some allocation of its own, too */
+    if (c->allocates && c->consumed % 97 == 0) { /* some of its own, too */
       void *q = t_malloc(16 + c->consumed % 2000);
       if (q == NULL) report("consumer: malloc failed");
       t_free(q);
@@ -309,13 +312,16 @@ static size_t pick_size(uint64_t *rng, unsigned long item) {
   return size < MIN_SIZE ? MIN_SIZE : size > MAX_SIZE ? MAX_SIZE : size;
 }
 
-static void test_handoff(unsigned long items) {
+static void test_handoff(unsigned long items, bool consumers_allocate) {
+  const char *who = consumers_allocate ? "hand-off" : "hand-off, free-only";
   stats_t s0 = {0}, s1 = {0};
   bool stats = api_stats_print != NULL && read_stats(&s0);
   size_t rss0 = test_rss_bytes(), rss_peak = rss0;
 
+  queue.closed = false;
   consumer_t consumers[CONSUMERS] = {0};
   for (int i = 0; i < CONSUMERS; i++) {
+    consumers[i].allocates = consumers_allocate;
     int rc = pthread_create(&consumers[i].th, NULL, consume, &consumers[i]);
     CHECK_MSG(rc == 0, "pthread_create: %s", strerror(rc));
     if (rc != 0) return;
@@ -353,14 +359,15 @@ static void test_handoff(unsigned long items) {
     unsigned long long drains = s1.drains - s0.drains;
     unsigned long long drained = s1.drained - s0.drained;
     fprintf(stderr,
-            "remote_stash_test: hand-off: %llu remote frees in %llu batches "
+            "remote_stash_test: %s: %llu remote frees in %llu batches "
             "(%.1f per batch), %llu drains of %llu blocks; small live %llu -> "
             "%llu blocks\n",
-            remote, batches, batches ? (double)remote / (double)batches : 0.0,
+            who, remote, batches, batches ? (double)remote / (double)batches : 0.0,
             drains, drained, s0.live_blocks, s1.live_blocks);
-    CHECK_MSG(remote >= made, "%llu remote frees for %lu blocks", remote, made);
+    CHECK_MSG(remote >= made, "%s: %llu remote frees for %lu blocks", who,
+              remote, made);
     CHECK_MSG(batches >= 1 && (made < 1000 || batches * 4 <= remote),
-              "%llu remote frees in %llu batches: not batched", remote,
+              "%s: %llu remote frees in %llu batches: not batched", who, remote,
               batches);
     CHECK_MSG(drains >= 1 && drained >= made,
               "inbox: %llu drains gave %llu of %lu blocks", drains, drained,
@@ -371,9 +378,9 @@ static void test_handoff(unsigned long items) {
   }
   const double MiB = 1024.0 * 1024.0;
   fprintf(stderr,
-          "remote_stash_test: hand-off: %lu blocks (%.0f MiB) made, %lu "
+          "remote_stash_test: %s: %lu blocks (%.0f MiB) made, %lu "
           "consumed; rss %.1f -> peak %.1f MiB%s\n",
-          made, bytes_made / MiB, consumed, (double)rss0 / MiB,
+          who, made, bytes_made / MiB, consumed, (double)rss0 / MiB,
           (double)rss_peak / MiB,
           TEST_RSS_ENFORCED ? "" : " (sanitizer: RSS not enforced)");
   CHECK_MSG(made == items, "%lu of %lu blocks allocated", made, items);
@@ -490,7 +497,8 @@ int main(int argc, char **argv) {
   if (api_stats_print == NULL)
     fprintf(stderr, "remote_stash_test: hz_ API not found: statistics not "
                     "checked\n");
-  test_handoff(items);
+  test_handoff(items, true);
+  test_handoff(items, false);
   test_exit_with_stash(rounds);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   fprintf(stderr, "remote_stash_test: errors=%lu secs=%.2f\n",
