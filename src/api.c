@@ -282,6 +282,10 @@ void hz_api_summarize(hz_heap_summary_t *heaps, hz_memory_summary_t *out) {
   hz_segment_cached(&out->segments_cached, &out->dirty_bytes);
   hz_large_cached(&out->large_cached, &out->large_cached_bytes,
                   &out->large_dirty_bytes);
+  out->locks_taken[HZ_LOCK_SEGMENT] = hz_segment_lock_taken();
+  out->locks_taken[HZ_LOCK_LARGE] = hz_large_lock_taken();
+  hz_thread_locks_taken(&out->locks_taken[HZ_LOCK_POOL],
+                        &out->locks_taken[HZ_LOCK_COLLECT]);
 }
 
 HZ_EXPORT void hz_stats_print(void) {

@@ -300,6 +300,7 @@ static void heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always) {
   if (!always && delta < LIVE_PUBLISH_STEP && delta > -LIVE_PUBLISH_STEP)
     return;
   counts->published = net;
+  HZ_SHARED_ADD(heap->stats.live_publishes, 1);
   hz_stats_add_live(cls, delta);
 }
 
@@ -378,8 +379,9 @@ void hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
      * in batches like any other; past its exit handler it has none. */
     heap = hz_thread_attach_for_free();
     if (heap == NULL) {
-      hz_stats_count_orphan_free(page->class_id);
-      hz_remote_push_one(&owner->inbox, block, page->block_size);
+      uint8_t cls = page->class_id; /* the page may go once the block is home */
+      hz_stats_count_orphan_free(
+          cls, hz_remote_push_one(&owner->inbox, block, page->block_size));
       return;
     }
   }
@@ -704,6 +706,7 @@ void hz_heap_publish_all(hz_heap_t *heap) {
 
 void hz_heap_summarize_one(const hz_heap_t *heap, hz_heap_summary_t *out) {
   hz_stats_heap_add(&out->counters, &heap->stats);
+  out->counters.inbox_cas_retries += HZ_SHARED_GET(heap->stash.cas_retries);
   for (int c = 1; c < HZ_CLASS_COUNT; c++) {
     const hz_class_counts_t *counts = &heap->counts[c];
     out->classes[c].allocs += HZ_SHARED_GET(counts->allocs);

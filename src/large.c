@@ -26,6 +26,7 @@
 
 #include "check.h"
 #include "options.h"
+#include "lock.h"
 #include "os.h"
 #include "stats.h"
 
@@ -38,7 +39,7 @@ typedef struct {
   hz_segment_t *oldest;
 } large_list_t;
 
-static pthread_mutex_t large_lock = PTHREAD_MUTEX_INITIALIZER;
+static hz_lock_t large_lock = HZ_LOCK_INIT;
 static large_list_t large_cache[LARGE_CLASS_COUNT];
 static size_t large_cached_bytes, large_cached_count;
 static size_t large_dirty_bytes; /* cached and not yet purged */
@@ -167,7 +168,7 @@ static hz_segment_t *cache_take(size_t need) {
   unsigned to = c + LARGE_BORROW;
   if (to >= LARGE_CLASS_COUNT) to = LARGE_CLASS_COUNT - 1;
   hz_segment_t *best = NULL;
-  pthread_mutex_lock(&large_lock);
+  hz_lock(&large_lock);
   for (unsigned k = from; k <= to; k++) {
     hz_segment_t *seg = large_cache[k].newest;
     if (seg == NULL) continue;
@@ -179,7 +180,7 @@ static hz_segment_t *cache_take(size_t need) {
     cache_unlink(best);
     publish_next_due();
   }
-  pthread_mutex_unlock(&large_lock);
+  hz_unlock(&large_lock);
   return best;
 }
 
@@ -298,11 +299,11 @@ static bool discard_region(hz_segment_t *seg) {
 /* Cache a mapping (purge due at `due` if it is dirty), evicting over the
  * cap. */
 static void cache_put(hz_segment_t *seg, uint64_t due) {
-  pthread_mutex_lock(&large_lock);
+  hz_lock(&large_lock);
   cache_link(seg, due);
   hz_segment_t *victims = cache_evict(class_floor(seg->map_size), cache_cap());
   publish_next_due();
-  pthread_mutex_unlock(&large_lock);
+  hz_unlock(&large_lock);
   unmap_regions(victims);
 }
 
@@ -389,10 +390,10 @@ void *hz_large_realloc(hz_segment_t *seg, void *p, size_t size) {
  * Purge
  * ------------------------------------------------------------------------- */
 void hz_large_unmap_cached(void) {
-  pthread_mutex_lock(&large_lock);
+  hz_lock(&large_lock);
   hz_segment_t *victims = cache_evict(0, 0);
   publish_next_due();
-  pthread_mutex_unlock(&large_lock);
+  hz_unlock(&large_lock);
   unmap_regions(victims);
 }
 
@@ -400,21 +401,21 @@ void hz_large_unmap_cached(void) {
  * madvise runs under the lock, then comes back as purged. */
 uint64_t hz_large_purge(uint64_t now, bool force) {
   for (;;) {
-    pthread_mutex_lock(&large_lock);
+    hz_lock(&large_lock);
     hz_segment_t *seg = dirty_queue.first;
     if (seg == NULL || (!force && seg->purge_due > now)) {
-      pthread_mutex_unlock(&large_lock);
+      hz_unlock(&large_lock);
       return atomic_load_explicit(&large_next_due, memory_order_relaxed);
     }
     cache_unlink(seg);
     publish_next_due();
-    pthread_mutex_unlock(&large_lock);
+    hz_unlock(&large_lock);
     seg->zeroed = discard_region(seg); /* not with MADV_FREE */
     seg->dirty_slices = 0;
     seg->touched = HZ_SEGMENT_HEADER_SIZE;
-    pthread_mutex_lock(&large_lock);
+    hz_lock(&large_lock);
     cache_link(seg, 0);
-    pthread_mutex_unlock(&large_lock);
+    hz_unlock(&large_lock);
   }
 }
 
@@ -423,13 +424,15 @@ uint64_t hz_large_purge_next(void) {
 }
 
 void hz_large_cached(size_t *regions, size_t *bytes, size_t *dirty) {
-  pthread_mutex_lock(&large_lock);
+  hz_lock(&large_lock);
   *regions = large_cached_count;
   *bytes = large_cached_bytes;
   *dirty = large_dirty_bytes;
-  pthread_mutex_unlock(&large_lock);
+  hz_unlock(&large_lock);
 }
 
-void hz_large_fork_prepare(void) { pthread_mutex_lock(&large_lock); }
-void hz_large_fork_parent(void) { pthread_mutex_unlock(&large_lock); }
-void hz_large_fork_child(void) { pthread_mutex_init(&large_lock, NULL); }
+uint64_t hz_large_lock_taken(void) { return hz_lock_taken(&large_lock); }
+
+void hz_large_fork_prepare(void) { hz_lock(&large_lock); }
+void hz_large_fork_parent(void) { hz_unlock(&large_lock); }
+void hz_large_fork_child(void) { hz_lock_reinit(&large_lock); }

@@ -36,6 +36,8 @@ uint64_t hz_large_purge_next(void);
 /* Mappings in the cache, their bytes, and the bytes not yet purged. */
 void hz_large_cached(size_t *regions, size_t *bytes, size_t *dirty);
 
+/* How often the large lock was taken (stats). */
+uint64_t hz_large_lock_taken(void);
 void hz_large_fork_prepare(void);
 void hz_large_fork_parent(void);
 void hz_large_fork_child(void);

@@ -2,18 +2,25 @@
  * inbox (one CAS per published list, one exchange per drain). */
 #include "remote.h"
 
-void hz_remote_push(hz_inbox_t *inbox, hz_block_t *first, hz_block_t *last) {
+unsigned hz_remote_push(hz_inbox_t *inbox, hz_block_t *first,
+                        hz_block_t *last) {
   hz_block_t *head = atomic_load_explicit(&inbox->head, memory_order_relaxed);
-  do {
+  unsigned failed = 0;
+  for (;;) {
     hz_block_set_next(last, head);
-  } while (!atomic_compare_exchange_weak_explicit(
-      &inbox->head, &head, first, memory_order_release, memory_order_relaxed));
+    if (atomic_compare_exchange_weak_explicit(&inbox->head, &head, first,
+                                              memory_order_release,
+                                              memory_order_relaxed))
+      return failed;
+    failed++;
+  }
 }
 
-void hz_remote_push_one(hz_inbox_t *inbox, hz_block_t *block, size_t size) {
+unsigned hz_remote_push_one(hz_inbox_t *inbox, hz_block_t *block,
+                            size_t size) {
   hz_block_t **skip = hz_remote_skip_slot(block, size);
   if (skip != NULL) *skip = NULL;
-  hz_remote_push(inbox, block, block);
+  return hz_remote_push(inbox, block, block);
 }
 
 hz_block_t *hz_remote_take_all(hz_inbox_t *inbox) {
@@ -30,7 +37,8 @@ _Static_assert(HZ_STASH_SLOTS == 8, "stash_slot_index yields 3 bits");
 static unsigned stash_publish(hz_stash_t *stash, unsigned index) {
   hz_stash_slot_t *slot = &stash->slots[index];
   if (slot->count == 0) return 0;
-  hz_remote_push(slot->dest, slot->first, slot->last);
+  HZ_SHARED_ADD(stash->cas_retries,
+                hz_remote_push(slot->dest, slot->first, slot->last));
   slot->first = slot->last = NULL;
   slot->count = slot->bytes = 0;
   stash->held &= ~(1u << index);

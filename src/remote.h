@@ -44,13 +44,16 @@ typedef struct {
 
 typedef struct {
   hz_stash_slot_t slots[HZ_STASH_SLOTS];
-  uint32_t held; /* bit i set: slot i holds blocks */
+  uint32_t held;        /* bit i set: slot i holds blocks */
+  uint64_t cas_retries; /* failed CAS of its publications, for the stats */
 } hz_stash_t;
 
-/* Append the list first..last (linked by next) to the inbox: one CAS. */
-void hz_remote_push(hz_inbox_t *inbox, hz_block_t *first, hz_block_t *last);
-/* Push one block of `size` bytes (no stash). */
-void hz_remote_push_one(hz_inbox_t *inbox, hz_block_t *block, size_t size);
+/* Append the list first..last (linked by next) to the inbox: one CAS, and
+ * one more for every other push that got in between. Returns the number of
+ * CAS that failed (the stats report counts them). */
+unsigned hz_remote_push(hz_inbox_t *inbox, hz_block_t *first, hz_block_t *last);
+/* Push one block of `size` bytes (no stash); returns the failed CAS. */
+unsigned hz_remote_push_one(hz_inbox_t *inbox, hz_block_t *block, size_t size);
 /* Take everything; NULL when empty. */
 hz_block_t *hz_remote_take_all(hz_inbox_t *inbox);
 

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "options.h"
+#include "lock.h"
 #include "os.h"
 
 /* Empty segments stay mapped for reuse (their memory purged after the
@@ -30,7 +31,7 @@ _Atomic uint8_t hz_segment_map[HZ_SEGMENT_MAP_ENTRIES];
 _Static_assert(sizeof(hz_segment_t) <= HZ_SEGMENT_META_SIZE,
                "segment header too large");
 
-static pthread_mutex_t segment_lock = PTHREAD_MUTEX_INITIALIZER;
+static hz_lock_t segment_lock = HZ_LOCK_INIT;
 static hz_segment_t *segment_lists[HZ_SEGMENT_KINDS];
 static hz_segment_t *segment_cache; /* empty segments, newest first */
 static hz_segment_t *segment_all;   /* mapped page segments, by all_next */
@@ -315,7 +316,7 @@ static void segment_release(hz_segment_t *seg) {
 
 void hz_segment_summarize(size_t *pages, size_t *blocks, size_t *bytes) {
   *pages = *blocks = *bytes = 0;
-  pthread_mutex_lock(&segment_lock);
+  hz_lock(&segment_lock);
   for (hz_segment_t *seg = segment_all; seg != NULL; seg = seg->all_next) {
     for (int i = 0; i < seg->page_count; i++) {
       const hz_page_t *page = &seg->pages[i];
@@ -326,11 +327,11 @@ void hz_segment_summarize(size_t *pages, size_t *blocks, size_t *bytes) {
       *bytes += used * HZ_SHARED_GET(page->block_size);
     }
   }
-  pthread_mutex_unlock(&segment_lock);
+  hz_unlock(&segment_lock);
 }
 
 hz_page_t *hz_segment_page_alloc(hz_segment_kind_t kind) {
-  pthread_mutex_lock(&segment_lock);
+  hz_lock(&segment_lock);
   hz_segment_t *seg = segment_lists[kind];
   if (seg == NULL) {
     seg = segment_new(kind);
@@ -345,13 +346,13 @@ hz_page_t *hz_segment_page_alloc(hz_segment_kind_t kind) {
     segment_note_alloc(seg, page_slices(seg, page));
     if (seg->free_pages == NULL) list_remove(&segment_lists[kind], seg);
   }
-  pthread_mutex_unlock(&segment_lock);
+  hz_unlock(&segment_lock);
   return page;
 }
 
 void hz_segment_page_free(hz_page_t *page) {
   hz_segment_t *seg = hz_segment_of_page(page);
-  pthread_mutex_lock(&segment_lock);
+  hz_lock(&segment_lock);
   hz_page_set_heap(page, NULL);
   page->class_id = 0;
   page->free = page->local_free = NULL;
@@ -365,7 +366,7 @@ void hz_segment_page_free(hz_page_t *page) {
     list_remove(&segment_lists[seg->kind], seg);
     segment_release(seg);
   }
-  pthread_mutex_unlock(&segment_lock);
+  hz_unlock(&segment_lock);
 }
 
 /* One segment per lock hold, so page allocation waits at most for one
@@ -373,11 +374,11 @@ void hz_segment_page_free(hz_page_t *page) {
 uint64_t hz_segment_purge(uint64_t now, bool force) {
   hz_segment_t *stop = NULL;
   for (;;) {
-    pthread_mutex_lock(&segment_lock);
+    hz_lock(&segment_lock);
     hz_segment_t *seg = purge_queue.first;
     if (seg == NULL || seg == stop || (!force && seg->purge_due > now)) {
       if (force) segment_cache_trim(0);
-      pthread_mutex_unlock(&segment_lock);
+      hz_unlock(&segment_lock);
       return atomic_load_explicit(&purge_next_due, memory_order_relaxed);
     }
     segment_purge_one(seg, force);
@@ -388,7 +389,7 @@ uint64_t hz_segment_purge(uint64_t now, bool force) {
       if (stop == NULL) stop = seg;
     }
     purge_publish_next();
-    pthread_mutex_unlock(&segment_lock);
+    hz_unlock(&segment_lock);
   }
 }
 
@@ -397,12 +398,14 @@ uint64_t hz_segment_purge_next(void) {
 }
 
 void hz_segment_cached(size_t *segments, size_t *dirty) {
-  pthread_mutex_lock(&segment_lock);
+  hz_lock(&segment_lock);
   *segments = segment_cache_count;
-  pthread_mutex_unlock(&segment_lock);
+  hz_unlock(&segment_lock);
   *dirty = atomic_load_explicit(&dirty_bytes, memory_order_relaxed);
 }
 
-void hz_segment_fork_prepare(void) { pthread_mutex_lock(&segment_lock); }
-void hz_segment_fork_parent(void) { pthread_mutex_unlock(&segment_lock); }
-void hz_segment_fork_child(void) { pthread_mutex_init(&segment_lock, NULL); }
+uint64_t hz_segment_lock_taken(void) { return hz_lock_taken(&segment_lock); }
+
+void hz_segment_fork_prepare(void) { hz_lock(&segment_lock); }
+void hz_segment_fork_parent(void) { hz_unlock(&segment_lock); }
+void hz_segment_fork_child(void) { hz_lock_reinit(&segment_lock); }

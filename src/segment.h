@@ -134,6 +134,8 @@ uint64_t hz_segment_purge_next(void);
 
 /* Counters for the stats report. */
 size_t hz_segment_count(void);
+/* How often the segment lock was taken (stats). */
+uint64_t hz_segment_lock_taken(void);
 /* Empty segments kept mapped for reuse, and bytes of free slices not yet
  * purged. */
 void hz_segment_cached(size_t *segments, size_t *dirty_bytes);

@@ -21,6 +21,7 @@ static _Atomic size_t large_live_bytes;
 static _Atomic int64_t class_live[HZ_CLASS_COUNT];
 static _Atomic int64_t class_peak[HZ_CLASS_COUNT];
 static _Atomic uint64_t orphan_frees[HZ_CLASS_COUNT];
+static _Atomic uint64_t orphan_cas_retries;
 
 #define ADD(counter, n)                                                        \
   atomic_fetch_add_explicit(&(counter), (n), memory_order_relaxed)
@@ -72,8 +73,9 @@ void hz_stats_add_live(uint8_t cls, int64_t delta) {
   if (delta > 0) peak_raise(&class_peak[cls], live);
 }
 
-void hz_stats_count_orphan_free(uint8_t cls) {
+void hz_stats_count_orphan_free(uint8_t cls, unsigned cas_retries) {
   ADD(orphan_frees[cls], 1);
+  if (cas_retries != 0) ADD(orphan_cas_retries, cas_retries);
   SUB(class_live[cls], 1);
 }
 
@@ -101,6 +103,8 @@ void hz_stats_heap_add(hz_heap_stats_t *into, const hz_heap_stats_t *from) {
   into->slow_mallocs += HZ_SHARED_GET(from->slow_mallocs);
   into->collections += HZ_SHARED_GET(from->collections);
   into->bin_blocks_taken += HZ_SHARED_GET(from->bin_blocks_taken);
+  into->live_publishes += HZ_SHARED_GET(from->live_publishes);
+  into->inbox_cas_retries += HZ_SHARED_GET(from->inbox_cas_retries);
 }
 
 static double ratio(uint64_t a, uint64_t b) {
@@ -144,6 +148,59 @@ static remote_total_t remote_total(const hz_heap_summary_t *h) {
   const hz_heap_stats_t *k = &h->counters;
   return (remote_total_t){k->remote_frees + orphans,
                           k->batches_published + orphans, orphans};
+}
+
+/* Writes to cache lines other threads write too: what decides how the
+ * allocator scales with cores. Counted where they happen, shown per
+ * million operations (allocations and frees, small and large). */
+typedef struct {
+  uint64_t ops;
+  uint64_t locks[HZ_LOCK_KINDS];
+  uint64_t inbox_pushes;  /* CAS that published a list or a lone block */
+  uint64_t cas_retries;   /* CAS that failed and went round again */
+  uint64_t inbox_takes;   /* exchanges that took a whole inbox */
+  uint64_t live_publishes; /* adds to the process-wide live counts */
+} sync_total_t;
+
+static const char *const lock_names[HZ_LOCK_KINDS] = {
+    [HZ_LOCK_SEGMENT] = "segment",
+    [HZ_LOCK_LARGE] = "large",
+    [HZ_LOCK_POOL] = "pool",
+    [HZ_LOCK_COLLECT] = "collect",
+};
+
+static sync_total_t sync_total(const hz_heap_summary_t *h,
+                               const hz_memory_summary_t *m) {
+  sync_total_t t = {0};
+  for (int c = 1; c < HZ_CLASS_COUNT; c++) {
+    class_row_t r = class_row(h, c);
+    t.ops += r.allocs + r.frees;
+  }
+  t.ops += GET(large_allocs) + GET(large_frees);
+  for (int k = 0; k < HZ_LOCK_KINDS; k++)
+    t.locks[k] = m->locks_taken[k];
+  t.inbox_pushes = remote_total(h).batches;
+  t.cas_retries = h->counters.inbox_cas_retries + GET(orphan_cas_retries);
+  t.inbox_takes = h->counters.inbox_drains;
+  t.live_publishes = h->counters.live_publishes;
+  return t;
+}
+
+static double per_mop(uint64_t n, uint64_t ops) {
+  return ops == 0 ? 0.0 : (double)n * 1e6 / (double)ops;
+}
+
+static void report_sync(const hz_heap_summary_t *h,
+                        const hz_memory_summary_t *m) {
+  sync_total_t t = sync_total(h, m);
+  hz_os_print("  shared writes  per million of %llu operations:",
+              (unsigned long long)t.ops);
+  for (int k = 0; k < HZ_LOCK_KINDS; k++)
+    hz_os_print(" %s lock %.1f,", lock_names[k], per_mop(t.locks[k], t.ops));
+  hz_os_print(" inbox pushes %.1f, CAS retries %.1f, inbox takes %.1f, live "
+              "publishes %.1f\n",
+              per_mop(t.inbox_pushes, t.ops), per_mop(t.cas_retries, t.ops),
+              per_mop(t.inbox_takes, t.ops), per_mop(t.live_publishes, t.ops));
 }
 
 static void report_classes(const hz_heap_summary_t *h) {
@@ -207,6 +264,7 @@ void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
               GET(discarded_bytes));
   size_t rss = hz_os_rss();
   hz_os_print("  rss            %zu bytes (peak %zu)\n", rss, peak_rss(rss));
+  report_sync(h, m);
   report_classes(h);
 }
 
@@ -247,6 +305,28 @@ static void json_classes(json_t *j, const hz_heap_summary_t *h) {
   json_add(j, "\n  ],\n");
 }
 
+/* "sync": the counts, and each per million operations. */
+static void json_sync(json_t *j, const hz_heap_summary_t *h,
+                      const hz_memory_summary_t *m) {
+  sync_total_t t = sync_total(h, m);
+  const char *names[] = {"inbox_pushes", "cas_retries", "inbox_takes",
+                         "live_publishes"};
+  uint64_t counts[] = {t.inbox_pushes, t.cas_retries, t.inbox_takes,
+                       t.live_publishes};
+  json_add(j, "  \"sync\": {\"ops\": %llu", (unsigned long long)t.ops);
+  for (int per = 0; per < 2; per++) {
+    const char *suffix = per ? "_per_mop" : "";
+    for (int k = 0; k < HZ_LOCK_KINDS; k++)
+      json_add(j, per ? ", \"%s_locks%s\": %.3f" : ", \"%s_locks%s\": %.0f",
+               lock_names[k], suffix,
+               per ? per_mop(t.locks[k], t.ops) : (double)t.locks[k]);
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+      json_add(j, per ? ", \"%s%s\": %.3f" : ", \"%s%s\": %.0f", names[i],
+               suffix, per ? per_mop(counts[i], t.ops) : (double)counts[i]);
+  }
+  json_add(j, "},\n");
+}
+
 bool hz_stats_write_json(const char *path, const hz_heap_summary_t *h,
                          const hz_memory_summary_t *m) {
   static json_t j; /* 16 KiB: not on a thread's stack */
@@ -270,6 +350,7 @@ bool hz_stats_write_json(const char *path, const hz_heap_summary_t *h,
            "\"one_by_one\": %llu},\n",
            (unsigned long long)remote.frees, (unsigned long long)remote.batches,
            (unsigned long long)remote.one_by_one);
+  json_sync(&j, h, m);
   json_add(&j,
            "  \"large\": {\"allocs\": %llu, \"reuses\": %llu, \"frees\": "
            "%llu, \"live_bytes\": %zu, \"cached\": %zu, "

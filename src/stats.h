@@ -20,6 +20,8 @@ typedef struct {
   uint64_t slow_mallocs;      /* mallocs that left the fast path */
   uint64_t collections;       /* times another thread collected the heap */
   uint64_t bin_blocks_taken;  /* blocks a collector took from its bins */
+  uint64_t live_publishes;    /* adds to the process-wide live counts */
+  uint64_t inbox_cas_retries; /* failed CAS publishing to inboxes */
 } hz_heap_stats_t;
 
 /* One size class, merged over every heap. */
@@ -40,8 +42,19 @@ typedef struct {
   size_t bytes_live; /* small blocks handed out, counted at block size */
 } hz_heap_summary_t;
 
-/* What the memory-returning boxes hold, for the report and mallinfo2. */
+/* The allocator's locks, each counting how often it was taken. */
+typedef enum {
+  HZ_LOCK_SEGMENT, /* segment box: pages and segments */
+  HZ_LOCK_LARGE,   /* large box: the cache of large mappings */
+  HZ_LOCK_POOL,    /* thread box: the heap pool and list */
+  HZ_LOCK_COLLECT, /* thread box: one collection round at a time */
+  HZ_LOCK_KINDS
+} hz_lock_kind_t;
+
+/* What the memory-returning boxes hold, for the report and mallinfo2, and
+ * how often the locks were taken. */
 typedef struct {
+  uint64_t locks_taken[HZ_LOCK_KINDS];
   size_t segments;           /* mapped segments, large mappings included */
   size_t segments_cached;    /* empty segments kept for reuse */
   size_t dirty_bytes;        /* free slices of segments not yet purged */
@@ -70,7 +83,7 @@ void hz_stats_count_large_free(size_t bytes);
 void hz_stats_add_live(uint8_t cls, int64_t delta);
 /* A free by a thread without a heap (before its first malloc, or past
  * its heap's release): counted here, as a remote free. */
-void hz_stats_count_orphan_free(uint8_t cls);
+void hz_stats_count_orphan_free(uint8_t cls, unsigned cas_retries);
 
 size_t hz_stats_mapped_bytes(void);
 void hz_stats_os(hz_os_stats_t *out);

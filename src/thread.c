@@ -31,6 +31,7 @@
 #include "check.h"
 #include "large.h"
 #include "options.h"
+#include "lock.h"
 #include "os.h"
 #include "purge.h"
 
@@ -39,7 +40,7 @@
 #define PURGE_PERIOD_MIN_MS 10
 #define PURGE_PERIOD_MAX_MS 250
 
-static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static hz_lock_t pool_lock = HZ_LOCK_INIT;
 static hz_heap_t *heaps_all;    /* every heap, linked by next_all */
 static hz_heap_t *heaps_pooled; /* FIFO linked by next_pooled */
 static hz_heap_t *heaps_pooled_tail;
@@ -57,7 +58,7 @@ static size_t heaps_live;          /* threads holding one now (pool lock) */
  * 0, so it ends at once. */
 static pthread_cond_t purge_wake = PTHREAD_COND_INITIALIZER;
 /* One collection round at a time (purge thread, malloc_trim, reclaim). */
-static pthread_mutex_t collect_lock = PTHREAD_MUTEX_INITIALIZER;
+static hz_lock_t collect_lock = HZ_LOCK_INIT;
 static _Atomic bool purge_thread_started;
 
 /* ---------------------------------------------------------------------------
@@ -118,14 +119,14 @@ static void pool_push_locked(hz_heap_t *heap) {
 }
 
 static hz_heap_t *heap_take(void) {
-  pthread_mutex_lock(&pool_lock);
+  hz_lock(&pool_lock);
   hz_heap_t *heap = pool_pop_locked();
   if (heap != NULL) {
     heap->state = HZ_HEAP_LIVE;
   } else {
     heap = heap_new_locked();
   }
-  pthread_mutex_unlock(&pool_lock);
+  hz_unlock(&pool_lock);
   return heap;
 }
 
@@ -142,22 +143,22 @@ static void heap_pool_locked(hz_heap_t *heap) {
 void hz_thread_reclaim_pooled(void) {
   if (atomic_load_explicit(&heaps_pooled_count, memory_order_relaxed) == 0)
     return;
-  if (pthread_mutex_trylock(&collect_lock) != 0) return; /* a round runs */
+  if (!hz_lock_try(&collect_lock)) return; /* a round runs */
   uintptr_t token = (uintptr_t)&token;
-  pthread_mutex_lock(&pool_lock);
+  hz_lock(&pool_lock);
   hz_heap_t *heap = pool_pop_locked();
   bool claimed = heap != NULL && hz_heap_claim(heap, token, false);
-  pthread_mutex_unlock(&pool_lock);
+  hz_unlock(&pool_lock);
   if (claimed) {
     hz_heap_collect(heap, false, false); /* recycle only, no purge */
     hz_heap_release_claim(heap);
   }
   if (heap != NULL) {
-    pthread_mutex_lock(&pool_lock);
+    hz_lock(&pool_lock);
     pool_push_locked(heap);
-    pthread_mutex_unlock(&pool_lock);
+    hz_unlock(&pool_lock);
   }
-  pthread_mutex_unlock(&collect_lock);
+  hz_unlock(&collect_lock);
 }
 
 /* Claim the heaps worth collecting, force one barrier on every thread, then
@@ -166,11 +167,11 @@ void hz_thread_reclaim_pooled(void) {
 static void collect_round(hz_heap_t *self, bool idle_only) {
   uintptr_t token = (uintptr_t)&token;
   size_t claimed = 0;
-  pthread_mutex_lock(&pool_lock);
+  hz_lock(&pool_lock);
   hz_heap_t *first = heaps_all;
   for (hz_heap_t *heap = first; heap != NULL; heap = heap->next_all)
     if (heap != self && hz_heap_claim(heap, token, idle_only)) claimed++;
-  pthread_mutex_unlock(&pool_lock);
+  hz_unlock(&pool_lock);
   if (claimed == 0) return;
   bool barrier = hz_os_barrier_all_threads();
   for (hz_heap_t *heap = first; heap != NULL; heap = heap->next_all) {
@@ -180,9 +181,9 @@ static void collect_round(hz_heap_t *self, bool idle_only) {
     if (barrier) {
       quiet = hz_heap_owner_quiet(heap);
     } else {
-      pthread_mutex_lock(&pool_lock);
+      hz_lock(&pool_lock);
       quiet = heap->state == HZ_HEAP_POOLED;
-      pthread_mutex_unlock(&pool_lock);
+      hz_unlock(&pool_lock);
     }
     if (quiet) hz_heap_collect(heap, true, barrier);
     hz_heap_release_claim(heap);
@@ -190,9 +191,9 @@ static void collect_round(hz_heap_t *self, bool idle_only) {
 }
 
 void hz_thread_collect(bool idle_only) {
-  pthread_mutex_lock(&collect_lock);
+  hz_lock(&collect_lock);
   collect_round(hz_heap_tls, idle_only);
-  pthread_mutex_unlock(&collect_lock);
+  hz_unlock(&collect_lock);
 }
 
 void hz_thread_give_back_all(void) {
@@ -222,9 +223,9 @@ static bool purge_thread_sleep(uint64_t period) {
   until.tv_nsec += (long)(period % 1000) * 1000000L;
   if (until.tv_nsec >= 1000000000L)
     until.tv_sec++, until.tv_nsec -= 1000000000L;
-  pthread_mutex_lock(&pool_lock);
+  hz_lock(&pool_lock);
   while (heaps_live > 0 &&
-         pthread_cond_clockwait(&purge_wake, &pool_lock, CLOCK_MONOTONIC,
+         pthread_cond_clockwait(&purge_wake, &pool_lock.mutex, CLOCK_MONOTONIC,
                                 &until) != ETIMEDOUT) {
   }
   bool keep = heaps_live > 0;
@@ -232,7 +233,7 @@ static bool purge_thread_sleep(uint64_t period) {
     atomic_store_explicit(&purge_thread_started, false, memory_order_relaxed);
     hz_purge_set_background(false);
   }
-  pthread_mutex_unlock(&pool_lock);
+  hz_unlock(&pool_lock);
   return keep;
 }
 
@@ -284,14 +285,14 @@ static void thread_exit(void *value) {
   if (heap == NULL || heap != hz_heap_tls) return;
   hz_heap_flush(heap);
   hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
-  pthread_mutex_lock(&pool_lock);
+  hz_lock(&pool_lock);
   heap_pool_locked(heap);
   if (--heaps_live == 0) pthread_cond_signal(&purge_wake);
-  pthread_mutex_unlock(&pool_lock);
+  hz_unlock(&pool_lock);
 }
 
 static void fork_prepare(void) {
-  pthread_mutex_lock(&collect_lock);
+  hz_lock(&collect_lock);
   hz_heap_fork_prepare();
   hz_segment_fork_prepare();
   hz_large_fork_prepare();
@@ -301,7 +302,7 @@ static void fork_parent(void) {
   hz_large_fork_parent();
   hz_segment_fork_parent();
   hz_heap_fork_parent();
-  pthread_mutex_unlock(&collect_lock);
+  hz_unlock(&collect_lock);
 }
 
 /* The child has one thread: no purge thread until it makes another. */
@@ -309,7 +310,7 @@ static void fork_child(void) {
   hz_large_fork_child();
   hz_segment_fork_child();
   hz_heap_fork_child(hz_heap_tls);
-  pthread_mutex_init(&collect_lock, NULL);
+  hz_lock_reinit(&collect_lock);
   pthread_cond_init(&purge_wake, NULL);
   heaps_live = heaps_bound = hz_heap_tls != &hz_heap_empty;
   atomic_store_explicit(&purge_thread_started, false, memory_order_relaxed);
@@ -335,10 +336,10 @@ hz_heap_t *hz_thread_attach(void) {
   hz_heap_tls = heap;
   install_hooks();
   pthread_setspecific(thread_key, heap);
-  pthread_mutex_lock(&pool_lock);
+  hz_lock(&pool_lock);
   heaps_live++;
   bool threaded = ++heaps_bound >= 2;
-  pthread_mutex_unlock(&pool_lock);
+  hz_unlock(&pool_lock);
   if (threaded &&
       !atomic_load_explicit(&purge_thread_started, memory_order_relaxed))
     purge_thread_start();
@@ -361,9 +362,9 @@ void *hz_thread_malloc_unattached(size_t size) {
   void *p = hz_heap_malloc_slow(heap, size);
   if (thread_exiting) {
     hz_heap_flush(heap);
-    pthread_mutex_lock(&pool_lock);
+    hz_lock(&pool_lock);
     heap_pool_locked(heap);
-    pthread_mutex_unlock(&pool_lock);
+    hz_unlock(&pool_lock);
   }
   return p;
 }
@@ -380,11 +381,16 @@ static bool pool_contains_locked(const hz_heap_t *heap) {
   return false;
 }
 
+void hz_thread_locks_taken(uint64_t *pool, uint64_t *collect) {
+  *pool = hz_lock_taken(&pool_lock);
+  *collect = hz_lock_taken(&collect_lock);
+}
+
 /* ---------------------------------------------------------------------------
  * fork
  * ------------------------------------------------------------------------- */
-void hz_heap_fork_prepare(void) { pthread_mutex_lock(&pool_lock); }
-void hz_heap_fork_parent(void) { pthread_mutex_unlock(&pool_lock); }
+void hz_heap_fork_prepare(void) { hz_lock(&pool_lock); }
+void hz_heap_fork_parent(void) { hz_unlock(&pool_lock); }
 
 /* Heaps of threads that do not exist in the child may have been in the
  * middle of a change (their owner, or a reclaim, works without the pool
@@ -392,7 +398,7 @@ void hz_heap_fork_parent(void) { pthread_mutex_unlock(&pool_lock); }
  * blocks freed to them stay in their inboxes. Pooled heaps are intact (the
  * pool lock was held across fork). */
 void hz_heap_fork_child(hz_heap_t *survivor) {
-  pthread_mutex_init(&pool_lock, NULL);
+  hz_lock_reinit(&pool_lock);
   for (hz_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all) {
     bool pooled = heap->state == HZ_HEAP_POOLED && pool_contains_locked(heap);
     if (heap != survivor && heap->state != HZ_HEAP_EMPTY && !pooled)
@@ -407,11 +413,11 @@ void hz_heap_fork_child(hz_heap_t *survivor) {
 void hz_thread_summarize(hz_heap_summary_t *out) {
   memset(out, 0, sizeof *out);
   if (hz_heap_tls != &hz_heap_empty) hz_heap_publish_all(hz_heap_tls);
-  pthread_mutex_lock(&collect_lock);
-  pthread_mutex_lock(&pool_lock);
+  hz_lock(&collect_lock);
+  hz_lock(&pool_lock);
   for (hz_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all)
     hz_heap_summarize_one(heap, out);
-  pthread_mutex_unlock(&pool_lock);
+  hz_unlock(&pool_lock);
   hz_segment_summarize(&out->pages_in_use, &out->blocks_live, &out->bytes_live);
-  pthread_mutex_unlock(&collect_lock);
+  hz_unlock(&collect_lock);
 }

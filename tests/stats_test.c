@@ -29,6 +29,10 @@
  *     sum of the classes' remote_frees, fewer than FREE_ONLY_FREES of them
  *     one by one, at least 4 blocks per batch on average, and the
  *     report's "remote frees" line counts them too;
+ *   - sync (shared writes): ops >= the allocations and frees made,
+ *     inbox_pushes == remote batches, segment_locks >= pages_acquired,
+ *     pool_locks >= heaps, large_locks >= 6, cas_retries and inbox_takes
+ *     present, segment_locks_per_mop == segment_locks * 1e6 / ops;
  *   - large: allocs >= 6, frees >= 5, live_bytes >= 1 MiB, reuses >= 1;
  *   - os.mmap > 0, os.mapped_bytes > 0, peak_rss_bytes >= rss_bytes > 0,
  *     heaps >= 2, pages_acquired > 0;
@@ -445,6 +449,32 @@ static void check_json(const char *text, const class_t *printed) {
                 num(remote, "batches") * 4 <= remote_frees,
             "remote batches %lld for %lld frees (%lld one by one): not batched",
             num(remote, "batches"), remote_frees, num(remote, "one_by_one"));
+
+  span_t sync = {text, text};
+  CHECK_MSG(json_nested(all, "sync", '{', '}', &sync), "no \"sync\"");
+  long long ops = num(sync, "ops");
+  int made_ops = BLOCKS + LOCAL_FREES + REMOTE_FREES + FREE_ONLY_FREES;
+  CHECK_MSG(ops >= made_ops, "sync ops %lld < %d", ops, made_ops);
+  CHECK_MSG(num(sync, "inbox_pushes") == num(remote, "batches"),
+            "sync inbox_pushes %lld != remote batches %lld",
+            num(sync, "inbox_pushes"), num(remote, "batches"));
+  CHECK_MSG(num(sync, "segment_locks") >= num(all, "pages_acquired"),
+            "segment_locks %lld < pages_acquired %lld (each takes the lock)",
+            num(sync, "segment_locks"), num(all, "pages_acquired"));
+  CHECK_MSG(num(sync, "pool_locks") >= num(all, "heaps"),
+            "pool_locks %lld < heaps %lld", num(sync, "pool_locks"),
+            num(all, "heaps"));
+  CHECK_MSG(num(sync, "large_locks") >= 6, "large_locks %lld for 6 large allocs",
+            num(sync, "large_locks"));
+  CHECK_MSG(num(sync, "cas_retries") >= 0 && num(sync, "inbox_takes") >= 0,
+            "cas_retries %lld, inbox_takes %lld (missing)",
+            num(sync, "cas_retries"), num(sync, "inbox_takes"));
+  double want = (double)num(sync, "segment_locks") * 1e6 / (double)ops;
+  double got = 0;
+  const char *at = strstr(sync.from, "\"segment_locks_per_mop\":");
+  CHECK_MSG(at != NULL && sscanf(at + 24, " %lf", &got) == 1 &&
+                got > want * 0.999 - 0.01 && got < want * 1.001 + 0.01,
+            "segment_locks_per_mop %.3f, expected %.3f", got, want);
 
   span_t large = {text, text}, os = {text, text};
   CHECK_MSG(json_nested(all, "large", '{', '}', &large), "no \"large\"");
