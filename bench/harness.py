@@ -48,14 +48,16 @@ Sets (see --list for the exact commands and the time estimate)
             main 16-32768, cross128 16-131072 B x R = 0/50/90 % remote frees
             x T = 4, 16 threads (WS 400, ring 65536), threads left to the
             scheduler (BENCH_NO_PIN=1), as programs run; random_mixed app,
-            tiny_hot, larson, kv, malloc_large, rss_plateau, redis-server;
-            5 runs per case and allocator.
+            tiny_hot, larson, kv, malloc_large, rss_plateau, redis-server,
+            prodcons (1 producer, 3 consumers that only free; 16 B-1 KiB and
+            16 B-32 KiB); 5 runs per case and allocator.
   --full    mt_remote at T = 1, 2, 4, 8, 16, unpinned and again with the
             threads pinned round-robin to the CPUs (ids ending in /pinned),
             and every other
             benchmark and variant (random_mixed uniform, mid_large_mt,
             vm_mixed, kv with 1M keys, string_builder, json, mir, thread_churn,
-            long_run, rss_plateau 1 GiB with and without malloc_trim); 10 runs.
+            long_run, rss_plateau 1 GiB with and without malloc_trim,
+            prodcons with 4 producers and 12 consumers); 10 runs.
   Each mt_remote run does a fixed total of operations per lane and R (ITERS
   per thread = total / T), about 0.5 s on average here. The estimate printed
   before starting is the sum of per-run estimates from the case table; the
@@ -212,6 +214,11 @@ OTHER = [
     ("thread_churn", "",         [It(20000), 4], 0.9, False),
     # long_run PHASES [THREADS OPS WS IDLE_MS] (ten compressed minutes)
     ("long_run",     "",         [60], 1.6, False),
+    # prodcons PRODUCERS CONSUMERS ITEMS MIN MAX (consumers only free)
+    ("prodcons",     "1x3-1KiB",  [1, 3, It(4_000_000), 16, 1024], 0.3, True),
+    ("prodcons",     "1x3-32KiB", [1, 3, It(2_000_000), 16, 32768], 0.5, True),
+    ("prodcons",     "4x12-1KiB", [4, 12, It(4_000_000), 16, 1024], 0.4, False),
+    ("prodcons",     "4x12-32KiB", [4, 12, It(2_000_000), 16, 32768], 0.6, False),
 ]
 
 # Real programs: the script gets the allocator library (or "") as argument.
@@ -227,6 +234,7 @@ FAMILY_KEYS = {
     "redis": ["set_rps", "get_rps", "lpush_rps", "lpop_rps"],
     "thread_churn": ["rss_start_kb", "rss_end_kb"],
     "long_run": ["rss_q1_kb", "rss_q4_kb", "growth"],
+    "prodcons": ["waits"],
 }
 # ============================================================================
 
@@ -1476,6 +1484,10 @@ Examples
     ap.add_argument("--report", metavar="DIR",
                     help="do not run anything: rebuild summary.csv, summary.md and the charts "
                          "of an earlier results directory from its raw.csv and meta.json")
+    ap.add_argument("--scaling", action="store_true",
+                    help="instead of the comparison: run mt_remote under hakozuna at "
+                         "T=1,4,16,64,256 and write its lock, CAS and other shared-write "
+                         "counts per million operations (scaling.csv/.md/.png)")
     ap.add_argument("--list", action="store_true",
                     help="print the selected cases with commands and the time estimate, then exit")
     return ap.parse_args(argv)
@@ -1544,6 +1556,24 @@ def report_only(args):
     return 0
 
 
+def run_scaling(args):
+    """--scaling: the shared-write counts of hakozuna by thread count."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import scaling
+    lib = os.path.join(REPO, "build", "libhakozuna.so")
+    program = os.path.join(os.path.abspath(args.bench_dir), "mt_remote")
+    for path in (lib, program):
+        if not os.path.exists(path):
+            sys.exit("harness: %s is missing (run make first)" % path)
+    outdir = make_outdir(args, git("rev-parse", "--short", "HEAD"))
+    rows = scaling.run(outdir, program, lib, log)
+    if not rows:
+        sys.exit("harness: every scaling run failed")
+    log("harness: wrote %s/scaling.{csv,md%s}" % (
+        nice_path(outdir), ",png" if os.path.exists(os.path.join(outdir, "scaling.png")) else ""))
+    return 0
+
+
 def main(argv):
     args = parse_args(argv)
     if args.report:
@@ -1552,6 +1582,8 @@ def main(argv):
         args.runs = 10 if args.full else 5
     if args.runs < 1:
         sys.exit("harness: --runs must be >= 1")
+    if args.scaling:
+        return run_scaling(args)
     cases = select_cases(args)
 
     if args.list:
