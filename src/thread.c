@@ -161,33 +161,51 @@ void hz_thread_reclaim_pooled(void) {
   hz_unlock(&collect_lock);
 }
 
-/* Claim the heaps worth collecting, force one barrier on every thread, then
- * collect those whose owner is outside its slow paths. Without membarrier
- * only pooled heaps (no owner) are safe. */
-static void collect_round(hz_heap_t *self, bool idle_only) {
+/* A collector claims this many heaps at a time. An owner that finds its
+ * heap claimed waits until the collector releases it, and with more
+ * threads than cores the collector gets little CPU: claiming every idle
+ * heap at once left hundreds of threads waiting for one round. */
+#define COLLECT_GROUP 4
+
+/* Claim up to COLLECT_GROUP heaps worth collecting from `from` on, force a
+ * barrier on every thread, collect those whose owner is outside its slow
+ * paths and release them. Without membarrier only pooled heaps (no owner)
+ * are safe. Returns the heap the next group starts from. Heaps are never
+ * unlinked from the list of all, so it is walked without the lock. */
+static hz_heap_t *collect_group(hz_heap_t *self, hz_heap_t *from,
+                                bool idle_only) {
   uintptr_t token = (uintptr_t)&token;
-  size_t claimed = 0;
+  hz_heap_t *claimed[COLLECT_GROUP];
+  size_t n = 0;
+  hz_heap_t *heap = from;
   hz_lock(&pool_lock);
-  hz_heap_t *first = heaps_all;
-  for (hz_heap_t *heap = first; heap != NULL; heap = heap->next_all)
-    if (heap != self && hz_heap_claim(heap, token, idle_only)) claimed++;
+  for (; heap != NULL && n < COLLECT_GROUP; heap = heap->next_all)
+    if (heap != self && hz_heap_claim(heap, token, idle_only))
+      claimed[n++] = heap;
   hz_unlock(&pool_lock);
-  if (claimed == 0) return;
+  if (n == 0) return heap;
   bool barrier = hz_os_barrier_all_threads();
-  for (hz_heap_t *heap = first; heap != NULL; heap = heap->next_all) {
-    if (atomic_load_explicit(&heap->collector, memory_order_relaxed) != token)
-      continue;
+  for (size_t i = 0; i < n; i++) {
     bool quiet;
     if (barrier) {
-      quiet = hz_heap_owner_quiet(heap);
+      quiet = hz_heap_owner_quiet(claimed[i]);
     } else {
       hz_lock(&pool_lock);
-      quiet = heap->state == HZ_HEAP_POOLED;
+      quiet = claimed[i]->state == HZ_HEAP_POOLED;
       hz_unlock(&pool_lock);
     }
-    if (quiet) hz_heap_collect(heap, true, barrier);
-    hz_heap_release_claim(heap);
+    if (quiet) hz_heap_collect(claimed[i], true, barrier);
+    hz_heap_release_claim(claimed[i]);
   }
+  return heap;
+}
+
+static void collect_round(hz_heap_t *self, bool idle_only) {
+  hz_lock(&pool_lock);
+  hz_heap_t *next = heaps_all;
+  hz_unlock(&pool_lock);
+  while (next != NULL)
+    next = collect_group(self, next, idle_only);
 }
 
 void hz_thread_collect(bool idle_only) {
