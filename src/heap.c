@@ -665,9 +665,19 @@ static void heap_discard_free_blocks(hz_heap_t *heap) {
 
 /* Only a collection that purged leaves the heap clean for purge rounds:
  * one that just recycled it still has free blocks to discard. */
-void hz_heap_collect(hz_heap_t *heap, bool purge, bool take_bins) {
+static void heap_spill_all_bins(hz_heap_t *heap) {
+  for (int c = 0; c < HZ_CLASS_COUNT; c++)
+    heap_bin_spill(heap, &heap->bins[c], bin_count(&heap->bins[c]));
+}
+
+void hz_heap_collect(hz_heap_t *heap, bool purge, hz_bins_take_t bins) {
   HZ_SHARED_ADD(heap->stats.collections, 1);
-  if (purge && take_bins) heap_take_bins(heap);
+  if (bins == HZ_BINS_ALL) {
+    if (heap->bins_stolen) heap_bins_restore(heap);
+    heap_spill_all_bins(heap);
+  } else if (purge && bins == HZ_BINS_BELOW_TOP) {
+    heap_take_bins(heap);
+  }
   heap_collect(heap);
   if (!purge) return;
   heap_discard_free_blocks(heap);
@@ -686,8 +696,7 @@ static void heap_publish_all_counts(hz_heap_t *heap) {
  * with live blocks stay with the heap while it is pooled. */
 static void heap_give_back(hz_heap_t *heap, bool discard) {
   heap_enter(heap);
-  for (int c = 0; c < HZ_CLASS_COUNT; c++)
-    heap_bin_spill(heap, &heap->bins[c], bin_count(&heap->bins[c]));
+  heap_spill_all_bins(heap);
   heap_publish_all_counts(heap);
   heap_collect(heap);
   if (discard) heap_discard_free_blocks(heap);
@@ -695,6 +704,18 @@ static void heap_give_back(hz_heap_t *heap, bool discard) {
 }
 
 void hz_heap_flush(hz_heap_t *heap) { heap_give_back(heap, false); }
+
+void hz_heap_park(hz_heap_t *heap) {
+  heap_enter(heap);
+  heap_flush_stash(heap);
+  heap_publish_all_counts(heap);
+  heap_leave(heap);
+}
+
+void hz_heap_wait_unclaimed(hz_heap_t *heap) {
+  while (heap_claimed(heap))
+    hz_os_yield();
+}
 
 void hz_heap_trim(hz_heap_t *heap) { heap_give_back(heap, true); }
 

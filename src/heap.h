@@ -202,12 +202,18 @@ bool hz_heap_claim(hz_heap_t *heap, uintptr_t token, bool idle_only);
 /* After a barrier on every thread: true if the owner is outside its slow
  * paths, so the claim is exclusive until released. */
 bool hz_heap_owner_quiet(hz_heap_t *heap);
+/* What a collector takes from a claimed heap's bins: nothing; all but the
+ * top block of each (a live owner's fast path may be using that one at this
+ * very moment; only after a membarrier, and only with `purge`); or all of
+ * them (a pooled heap, which no thread can adopt while it is claimed). */
+typedef enum { HZ_BINS_KEEP, HZ_BINS_BELOW_TOP, HZ_BINS_ALL } hz_bins_take_t;
 /* Give back what a claimed heap holds: publish its stash, take its inbox
- * home to the pages, return empty and spare pages. With `purge` also the
- * memory of free blocks in pages still in use, and, with `take_bins`
- * (membarrier works), all but the top block of each bin, which the owner's
- * fast path may be using at that very moment. */
-void hz_heap_collect(hz_heap_t *heap, bool purge, bool take_bins);
+ * home to the pages, return empty and spare pages, and what `bins` says of
+ * its bins. With `purge` also the memory of free blocks in pages still in
+ * use. */
+void hz_heap_collect(hz_heap_t *heap, bool purge, hz_bins_take_t bins);
+/* A thread that adopts a pooled heap waits here until no collector has it. */
+void hz_heap_wait_unclaimed(hz_heap_t *heap);
 void hz_heap_release_claim(hz_heap_t *heap);
 /* The owner gives back all it can, bins included, and the memory of the
  * free blocks in its pages (malloc_trim). */

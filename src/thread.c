@@ -127,6 +127,7 @@ static hz_heap_t *heap_take(void) {
     heap = heap_new_locked();
   }
   hz_unlock(&pool_lock);
+  hz_heap_wait_unclaimed(heap); /* a collector may be emptying its bins */
   return heap;
 }
 
@@ -150,7 +151,9 @@ void hz_thread_reclaim_pooled(void) {
   bool claimed = heap != NULL && hz_heap_claim(heap, token, false);
   hz_unlock(&pool_lock);
   if (claimed) {
-    hz_heap_collect(heap, false, false); /* recycle only, no purge */
+    /* recycle only, no purge; the bins stay for the thread that adopts
+     * the heap next (the background collector takes them when it idles) */
+    hz_heap_collect(heap, false, HZ_BINS_KEEP);
     hz_heap_release_claim(heap);
   }
   if (heap != NULL) {
@@ -176,25 +179,26 @@ static hz_heap_t *collect_group(hz_heap_t *self, hz_heap_t *from,
                                 bool idle_only) {
   uintptr_t token = (uintptr_t)&token;
   hz_heap_t *claimed[COLLECT_GROUP];
+  bool pooled[COLLECT_GROUP];
   size_t n = 0;
   hz_heap_t *heap = from;
   hz_lock(&pool_lock);
   for (; heap != NULL && n < COLLECT_GROUP; heap = heap->next_all)
-    if (heap != self && hz_heap_claim(heap, token, idle_only))
+    if (heap != self && hz_heap_claim(heap, token, idle_only)) {
+      pooled[n] = heap->state == HZ_HEAP_POOLED; /* stays ownerless */
       claimed[n++] = heap;
+    }
   hz_unlock(&pool_lock);
   if (n == 0) return heap;
-  bool barrier = hz_os_barrier_all_threads();
+  bool any_live = false;
+  for (size_t i = 0; i < n; i++)
+    any_live |= !pooled[i];
+  bool barrier = any_live && hz_os_barrier_all_threads();
   for (size_t i = 0; i < n; i++) {
-    bool quiet;
-    if (barrier) {
-      quiet = hz_heap_owner_quiet(claimed[i]);
-    } else {
-      hz_lock(&pool_lock);
-      quiet = claimed[i]->state == HZ_HEAP_POOLED;
-      hz_unlock(&pool_lock);
-    }
-    if (quiet) hz_heap_collect(claimed[i], true, barrier);
+    if (pooled[i])
+      hz_heap_collect(claimed[i], true, HZ_BINS_ALL);
+    else if (barrier && hz_heap_owner_quiet(claimed[i]))
+      hz_heap_collect(claimed[i], true, HZ_BINS_BELOW_TOP);
     hz_heap_release_claim(claimed[i]);
   }
   return heap;
@@ -301,7 +305,7 @@ static void thread_exit(void *value) {
   hz_heap_t *heap = value;
   thread_exiting = true;
   if (heap == NULL || heap != hz_heap_tls) return;
-  hz_heap_flush(heap);
+  hz_heap_park(heap);
   hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
   hz_lock(&pool_lock);
   heap_pool_locked(heap);
