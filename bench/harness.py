@@ -229,7 +229,7 @@ REAL = [
 
 # Extra keys shown in the per-family Markdown tables and charts.
 FAMILY_KEYS = {
-    "mt_remote": ["remote_pct_eff", "fallback_pct"],
+    "mt_remote": ["remote_pct_eff", "fallback_pct", "inflight_peak"],
     "rss_plateau": None,   # every rss_*_kb key (see rss_keys())
     "redis": ["set_rps", "get_rps", "lpush_rps", "lpop_rps"],
     "thread_churn": ["rss_start_kb", "rss_end_kb"],

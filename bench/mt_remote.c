@@ -17,8 +17,11 @@
  * the 128 KiB lane). Hence backpressure: once the next thread is
  * min(1024, RING/2) hand-offs behind, the producer naps (20 us at a time,
  * still draining its own ring) until the backlog drops, giving up after
- * 50 ms. Naps are counted as stalls=. Threads are also pinned round-robin
- * to the allowed CPUs (thread i -> i-th CPU mod n), so each
+ * 50 ms. Naps are counted as stalls=. Blocks waiting in rings are live
+ * memory beyond the slots, and how many wait depends on the scheduling:
+ * inflight_peak= adds up the most each ring was seen holding (sampled
+ * every 256 hand-offs), to read peak RSS against. Threads are also pinned
+ * round-robin to the allowed CPUs (thread i -> i-th CPU mod n), so each
  * producer/consumer pair lands the same way in every run; without that,
  * glibc results were bimodal (+-40%) depending on placement.
  *
@@ -38,7 +41,7 @@
  * flight to THREADS * SOFT_MAX however the threads are scheduled. */
 #define SOFT_MAX 1024
 /* How long a producer naps while waiting, and when it gives up waiting. */
-#define STALL_NAP_NS 20000
+#define STALL_NAP_NS    20000
 #define STALL_GIVE_UP_S 0.05
 
 static const char usage[] =
@@ -55,6 +58,8 @@ static const char usage[] =
     "Backpressure: a producer whose next thread is min(1024, RING/2)\n"
     "hand-offs behind naps (20 us steps, draining its own ring, at most\n"
     "50 ms) until it catches up; naps are reported as stalls=.\n"
+    "inflight_peak= is the sum over rings of the most blocks each held\n"
+    "(sampled every 256 hand-offs): live memory beyond the slots.\n"
     "Threads are pinned round-robin to the allowed CPUs (BENCH_NO_PIN=1 in\n"
     "the environment turns that off). Slots start about half full (warm-up,\n"
     "untimed). Seeds are fixed per thread.\n"
@@ -88,6 +93,7 @@ typedef struct {
   uint64_t fallbacks;    /* hand-offs that found the ring full */
   uint64_t drained;      /* blocks freed out of the receive ring */
   uint64_t stalls;       /* naps waiting for the next thread */
+  uint64_t backlog_peak; /* most blocks seen waiting in the send ring */
 } worker_t;
 
 static struct {
@@ -102,7 +108,7 @@ static struct {
   pthread_barrier_t start, stop;
   _Atomic int done;
   double t_end;
-  int ncpus;        /* CPUs to pin to; 0 = no pinning */
+  int ncpus; /* CPUs to pin to; 0 = no pinning */
   int cpus[CPU_SETSIZE];
 } g;
 
@@ -132,13 +138,22 @@ static inline uint64_t ring_backlog(ring_t *r, uint64_t level) {
   return t - r->head_cache;
 }
 
+/* Producer side, every BACKLOG_SAMPLE pushes: the exact backlog (a fresh
+ * look at head, which the consumer's core owns, so not on every push). */
+#define BACKLOG_SAMPLE 256
+static inline uint64_t ring_backlog_exact(ring_t *r) {
+  r->head_cache = atomic_load_explicit(&r->head, memory_order_acquire);
+  return atomic_load_explicit(&r->tail, memory_order_relaxed) - r->head_cache;
+}
+
 /* Consumer side: free everything currently in the ring. */
 static inline uint64_t ring_drain(ring_t *r) {
   uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
   uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
   if (h == t) return 0;
   uint64_t n = t - h;
-  for (; h != t; h++) free(r->buf[ring_index(r, h)]);
+  for (; h != t; h++)
+    free(r->buf[ring_index(r, h)]);
   atomic_store_explicit(&r->head, h, memory_order_release);
   return n;
 }
@@ -192,6 +207,7 @@ static void *worker(void *arg) {
   const uint64_t rpct = g.remote_pct;
   const uint64_t soft = g.soft;
   uint64_t local = 0, remote = 0, fallback = 0, drained = 0, stalls = 0;
+  uint64_t backlog_peak = 0;
   bench_rng_t rng;
   bench_rng_seed(&rng, 0x6d7472ull * 1000 + (uint64_t)self->id + 1);
 
@@ -227,7 +243,10 @@ static void *worker(void *arg) {
       if ((r >> 32) % 100 < rpct) {
         if (ring_backlog(tx, soft) >= soft) stalls += stall(tx, rx, &drained);
         if (ring_push(tx, p)) {
-          remote++;
+          if (++remote % BACKLOG_SAMPLE == 0) {
+            uint64_t b = ring_backlog_exact(tx);
+            if (b > backlog_peak) backlog_peak = b;
+          }
           continue;
         }
         fallback++;
@@ -265,6 +284,7 @@ static void *worker(void *arg) {
   self->fallbacks = fallback;
   self->drained = drained;
   self->stalls = stalls;
+  self->backlog_peak = backlog_peak;
   return NULL;
 }
 
@@ -337,11 +357,14 @@ int main(int argc, char **argv) {
   double t0 = bench_now();
   pthread_barrier_wait(&g.stop);
   double t1 = g.t_end; /* published by the barrier */
-  for (int i = 0; i < g.threads; i++) pthread_join(tids[i], NULL);
+  for (int i = 0; i < g.threads; i++)
+    pthread_join(tids[i], NULL);
 
   uint64_t local = 0, remote = 0, fallback = 0, drained = 0, stalls = 0;
+  uint64_t inflight = 0;
   for (int i = 0; i < g.threads; i++) {
     stalls += g.w[i].stalls;
+    inflight += g.w[i].backlog_peak;
     local += g.w[i].local_frees;
     remote += g.w[i].remote_frees;
     fallback += g.w[i].fallbacks;
@@ -375,10 +398,11 @@ int main(int argc, char **argv) {
   bench_result("mt_remote",
                "threads=%d iters=%llu ws=%llu min=%llu max=%llu "
                "remote_pct=%llu ring=%llu remote_pct_eff=%.2f "
-               "fallback_pct=%.4f stalls=%llu ops/s=%.0f",
-               g.threads, (unsigned long long)g.iters,
-               (unsigned long long)g.ws, (unsigned long long)g.min,
-               (unsigned long long)g.max, (unsigned long long)g.remote_pct,
-               (unsigned long long)g.ring, eff, fb, (unsigned long long)stalls, ops);
+               "fallback_pct=%.4f stalls=%llu inflight_peak=%llu ops/s=%.0f",
+               g.threads, (unsigned long long)g.iters, (unsigned long long)g.ws,
+               (unsigned long long)g.min, (unsigned long long)g.max,
+               (unsigned long long)g.remote_pct, (unsigned long long)g.ring,
+               eff, fb, (unsigned long long)stalls,
+               (unsigned long long)inflight, ops);
   return 0;
 }
