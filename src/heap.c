@@ -41,11 +41,15 @@ static bool heap_claimed(hz_heap_t *heap) {
   return atomic_load_explicit(&heap->collector, memory_order_seq_cst) != 0;
 }
 
+void hz_heap_wait_unclaimed(hz_heap_t *heap) {
+  while (heap_claimed(heap))
+    hz_os_yield();
+}
+
 static HZ_NOINLINE void heap_wait_collector(hz_heap_t *heap) {
   do {
     atomic_store_explicit(&heap->busy, 0, memory_order_release);
-    while (heap_claimed(heap))
-      hz_os_yield();
+    hz_heap_wait_unclaimed(heap);
     heap_raise_busy(heap);
   } while (heap_claimed(heap));
 }
@@ -663,13 +667,13 @@ static void heap_discard_free_blocks(hz_heap_t *heap) {
     hz_page_discard_free(page, lazy);
 }
 
-/* Only a collection that purged leaves the heap clean for purge rounds:
- * one that just recycled it still has free blocks to discard. */
 static void heap_spill_all_bins(hz_heap_t *heap) {
   for (int c = 0; c < HZ_CLASS_COUNT; c++)
     heap_bin_spill(heap, &heap->bins[c], bin_count(&heap->bins[c]));
 }
 
+/* Only a collection that purged leaves the heap clean for purge rounds:
+ * one that just recycled it still has free blocks to discard. */
 void hz_heap_collect(hz_heap_t *heap, bool purge, hz_bins_take_t bins) {
   HZ_SHARED_ADD(heap->stats.collections, 1);
   if (bins == HZ_BINS_ALL) {
@@ -710,11 +714,6 @@ void hz_heap_park(hz_heap_t *heap) {
   heap_flush_stash(heap);
   heap_publish_all_counts(heap);
   heap_leave(heap);
-}
-
-void hz_heap_wait_unclaimed(hz_heap_t *heap) {
-  while (heap_claimed(heap))
-    hz_os_yield();
 }
 
 void hz_heap_trim(hz_heap_t *heap) { heap_give_back(heap, true); }

@@ -17,7 +17,8 @@ typedef struct {
   uint64_t taken; /* written under the mutex, read with HZ_SHARED_GET */
 } hz_lock_t;
 
-#define HZ_LOCK_INIT {PTHREAD_MUTEX_INITIALIZER, 0}
+#define HZ_LOCK_INIT                                                           \
+  { PTHREAD_MUTEX_INITIALIZER, 0 }
 
 HZ_INLINE void hz_lock(hz_lock_t *lock) {
   pthread_mutex_lock(&lock->mutex);
@@ -31,7 +32,9 @@ HZ_INLINE bool hz_lock_try(hz_lock_t *lock) {
   return true;
 }
 
-HZ_INLINE void hz_unlock(hz_lock_t *lock) { pthread_mutex_unlock(&lock->mutex); }
+HZ_INLINE void hz_unlock(hz_lock_t *lock) {
+  pthread_mutex_unlock(&lock->mutex);
+}
 
 /* In a fork child, whose only thread may have found it held. */
 HZ_INLINE void hz_lock_reinit(hz_lock_t *lock) {

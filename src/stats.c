@@ -104,7 +104,6 @@ void hz_stats_heap_add(hz_heap_stats_t *into, const hz_heap_stats_t *from) {
   into->collections += HZ_SHARED_GET(from->collections);
   into->bin_blocks_taken += HZ_SHARED_GET(from->bin_blocks_taken);
   into->live_publishes += HZ_SHARED_GET(from->live_publishes);
-  into->inbox_cas_retries += HZ_SHARED_GET(from->inbox_cas_retries);
 }
 
 static double ratio(uint64_t a, uint64_t b) {
@@ -156,9 +155,9 @@ static remote_total_t remote_total(const hz_heap_summary_t *h) {
 typedef struct {
   uint64_t ops;
   uint64_t locks[HZ_LOCK_KINDS];
-  uint64_t inbox_pushes;  /* CAS that published a list or a lone block */
-  uint64_t cas_retries;   /* CAS that failed and went round again */
-  uint64_t inbox_takes;   /* exchanges that took a whole inbox */
+  uint64_t inbox_pushes;   /* CAS that published a list or a lone block */
+  uint64_t cas_retries;    /* CAS that failed and went round again */
+  uint64_t inbox_takes;    /* exchanges that took a whole inbox */
   uint64_t live_publishes; /* adds to the process-wide live counts */
 } sync_total_t;
 

@@ -21,7 +21,7 @@ typedef struct {
   uint64_t collections;       /* times another thread collected the heap */
   uint64_t bin_blocks_taken;  /* blocks a collector took from its bins */
   uint64_t live_publishes;    /* adds to the process-wide live counts */
-  uint64_t inbox_cas_retries; /* failed CAS publishing to inboxes */
+  uint64_t inbox_cas_retries; /* summaries only: from each heap's stash */
 } hz_heap_stats_t;
 
 /* One size class, merged over every heap. */
@@ -81,8 +81,9 @@ void hz_stats_count_large_free(size_t bytes);
 /* A thread's live count of class `cls` moved by `delta` blocks since it
  * last said (slow paths only); keeps the process-wide peak. */
 void hz_stats_add_live(uint8_t cls, int64_t delta);
-/* A free by a thread without a heap (before its first malloc, or past
- * its heap's release): counted here, as a remote free. */
+/* A free by a thread without a heap (past its exit handler, or out of
+ * memory for one): counted here, as a remote free, with the failed CAS of
+ * its push. */
 void hz_stats_count_orphan_free(uint8_t cls, unsigned cas_retries);
 
 size_t hz_stats_mapped_bytes(void);

@@ -30,8 +30,8 @@
 
 #include "check.h"
 #include "large.h"
-#include "options.h"
 #include "lock.h"
+#include "options.h"
 #include "os.h"
 #include "purge.h"
 
@@ -180,19 +180,18 @@ static hz_heap_t *collect_group(hz_heap_t *self, hz_heap_t *from,
   uintptr_t token = (uintptr_t)&token;
   hz_heap_t *claimed[COLLECT_GROUP];
   bool pooled[COLLECT_GROUP];
+  bool any_live = false; /* a claimed heap has an owner: needs the barrier */
   size_t n = 0;
   hz_heap_t *heap = from;
   hz_lock(&pool_lock);
   for (; heap != NULL && n < COLLECT_GROUP; heap = heap->next_all)
     if (heap != self && hz_heap_claim(heap, token, idle_only)) {
       pooled[n] = heap->state == HZ_HEAP_POOLED; /* stays ownerless */
+      any_live |= !pooled[n];
       claimed[n++] = heap;
     }
   hz_unlock(&pool_lock);
   if (n == 0) return heap;
-  bool any_live = false;
-  for (size_t i = 0; i < n; i++)
-    any_live |= !pooled[i];
   bool barrier = any_live && hz_os_barrier_all_threads();
   for (size_t i = 0; i < n; i++) {
     if (pooled[i])

@@ -1,7 +1,7 @@
 /* thread: binding heaps to threads. A thread gets a heap on its first
  * slow-path malloc or its first free of another heap's block (a pooled
- * one if any, else a new one); at thread exit
- * the heap is flushed and pooled for the next thread. Also owns the fork
+ * one if any, else a new one); at thread exit the heap is parked (stash
+ * published, bins kept) and pooled for the next thread. Also owns the fork
  * handlers and the process-wide start-up. */
 #ifndef HZ_THREAD_H
 #define HZ_THREAD_H
