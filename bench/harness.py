@@ -50,7 +50,8 @@ Sets (see --list for the exact commands and the time estimate)
             scheduler (BENCH_NO_PIN=1), as programs run; random_mixed app,
             tiny_hot, larson, kv, malloc_large, rss_plateau, redis-server,
             prodcons (1 producer, 3 consumers that only free; 16 B-1 KiB and
-            16 B-32 KiB); 5 runs per case and allocator.
+            16 B-32 KiB), hot_pair (see below); 5 runs per case and
+            allocator.
   --full    mt_remote at T = 1, 2, 4, 8, 16, unpinned and again with the
             threads pinned round-robin to the CPUs (ids ending in /pinned),
             and every other
@@ -76,6 +77,13 @@ Allocators
   --peers-dir DIR adds every lib*.so in DIR, named after the file
   (libmimalloc-v3.so -> mimalloc-v3); a missing DIR is noted and skipped.
   meta.json records each allocator's library file and size.
+
+hot_pair (needs valgrind; skipped, and said so, without it)
+  Runs through bench/hot_pair_count.sh LIB PATTERN MIN MAX: callgrind counts
+  the instructions of build/bench/hot_pair under the allocator and of the
+  same loop without one, and reports instr= per malloc+free pair (lower is
+  better), for 8-64 B LIFO pairs and 16-1024 B pairs in random order. A
+  count is the same in every run, so it runs once per allocator.
 
 redis-server
   Runs through bench/redis_bench.sh LIB (the library is given as an argument,
@@ -223,9 +231,15 @@ OTHER = [
 
 # Real programs: the script gets the allocator library (or "") as argument.
 REAL = [
-    # (benchmark, script under bench/, est. s/run, in default set?)
-    ("redis", "redis_bench.sh", 2.3, True),
+    # (benchmark, variant, script under bench/, its arguments after the
+    #  library, est. s/run, in default set?)
+    ("redis", "", "redis_bench.sh", [], 2.3, True),
+    # hot_pair_count.sh LIB PATTERN MIN MAX: callgrind instructions per pair
+    ("hot_pair", "lifo-8-64", "hot_pair_count.sh", ["lifo", 8, 64], 2.0, True),
+    ("hot_pair", "random-16-1024", "hot_pair_count.sh", ["random", 16, 1024], 2.5, True),
 ]
+# Benchmarks whose result is a count, the same in every run: one run each.
+COUNTED = {"hot_pair"}
 
 # Extra keys shown in the per-family Markdown tables and charts.
 FAMILY_KEYS = {
@@ -262,8 +276,9 @@ def build_cases():
     for bench, variant, args, est, dflt in OTHER:
         cases.append(Case(bench, variant, args, est,
                           {"full"} | ({"default"} if dflt else set())))
-    for bench, script, est, dflt in REAL:
-        cases.append(Case(bench, "", [], est, {"full"} | ({"default"} if dflt else set()),
+    for bench, variant, script, script_args, est, dflt in REAL:
+        cases.append(Case(bench, variant, script_args, est,
+                          {"full"} | ({"default"} if dflt else set()),
                           program=script, lib_as_arg=True))
     return cases
 
@@ -289,6 +304,8 @@ def fmt_num(v, metric=None):
         return "-"
     if metric == "secs":
         return "%.3g s" % v
+    if metric == "instr":
+        return "%.1f" % v
     a = abs(v)
     for div, suf in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if a >= div:
@@ -333,7 +350,7 @@ def by_family(summary):
 
 
 def higher_is_better(metric):
-    return metric != "secs"
+    return metric not in ("secs", "instr")
 
 
 # ------------------------------------------------------------------ stats
@@ -474,8 +491,11 @@ def run_once(cmd, env, timeout):
         res["metric"], res["value"] = "ops/s", float(kv["ops/s"])
     elif "secs" in kv and to_num(kv["secs"]) is not None:
         res["metric"], res["value"] = "secs", float(kv["secs"])
+    elif "instr" in kv and to_num(kv["instr"]) is not None:
+        res["metric"], res["value"] = "instr", float(kv["instr"])
     else:
-        res["status"], res["note"] = "ERROR", "no numeric ops/s= or secs= in result line"
+        res["status"], res["note"] = "ERROR", ("no numeric ops/s=, secs= or instr= "
+                                               "in result line")
         return res
     res["status"], res["note"] = "ok", ""
     return res
@@ -590,11 +610,16 @@ def select_cases(args):
 RUN_OVERHEAD_S = 0.03  # process start-up and bookkeeping per run
 
 
+def case_runs(case, runs):
+    """Runs of a case: counted results are the same every time, so one."""
+    return 1 if case.bench in COUNTED else runs
+
+
 def estimate(cases, runs, n_alloc, scale):
     """Estimated seconds in total and per benchmark family."""
     fam = {}
     for c in cases:
-        t = (c.est_secs(scale) + RUN_OVERHEAD_S) * runs * n_alloc
+        t = (c.est_secs(scale) + RUN_OVERHEAD_S) * case_runs(c, runs) * n_alloc
         n, s = fam.get(c.bench, (0, 0.0))
         fam[c.bench] = (n + 1, s + t)
     return sum(s for _, s in fam.values()), fam
@@ -603,7 +628,7 @@ def estimate(cases, runs, n_alloc, scale):
 def log_estimate(cases, runs, names, scale):
     total, fam = estimate(cases, runs, len(names), scale)
     log("harness: %d cases x %d runs x %d allocators (%s) = %d runs; estimated %s:"
-        % (len(cases), runs, len(names), ",".join(names), len(cases) * runs * len(names),
+        % (len(cases), runs, len(names), ",".join(names), sum(case_runs(c, runs) for c in cases) * len(names),
            fmt_dur(total)))
     log("         " + ", ".join("%s %s (%d case%s)" % (b, fmt_dur(t), n, "s" if n > 1 else "")
                                for b, (n, t) in fam.items()))
@@ -627,6 +652,9 @@ def check_programs(cases, args):
                 if absent:
                     skipped_real.append((c, "not installed: %s (apt-get install "
                                          "redis-server redis-tools)" % ", ".join(absent)))
+            elif c.bench == "hot_pair" and not shutil_which("valgrind"):
+                skipped_real.append((c, "valgrind not installed (apt-get install "
+                                     "valgrind)"))
             continue
         if not (os.path.isfile(p) and os.access(p, os.X_OK)):
             missing.append(nice_path(p))
@@ -759,7 +787,7 @@ def write_raw(path, rows):
     extra = []
     for r in rows:
         for k in r["kv"]:
-            if k not in ("bench", "ops/s", "secs", "peak_rss_kb") and k not in extra:
+            if k not in ("bench", "ops/s", "secs", "instr", "peak_rss_kb") and k not in extra:
                 extra.append(k)
     tmp = path + ".tmp"
     with open(tmp, "w", newline="") as f:
@@ -796,7 +824,7 @@ def summarize(cases, allocs, rows):
             extras = {}
             for r in ok:
                 for k, v in r["kv"].items():
-                    if k in ("bench", "ops/s", "secs", "peak_rss_kb"):
+                    if k in ("bench", "ops/s", "secs", "instr", "peak_rss_kb"):
                         continue
                     x = to_num(v)
                     if x is not None and k.endswith("_kb") and x < 0:
@@ -1689,7 +1717,8 @@ def main(argv):
     try:
         for ci, c in enumerate(cases):
             est = c.est_secs(args.scale)
-            for run in range(1, args.runs + 1):
+            n_runs = case_runs(c, args.runs)
+            for run in range(1, n_runs + 1):
                 for aname, lib in allocs:
                     elapsed = time.time() - started
                     remaining = est_total - done_est
@@ -1697,13 +1726,13 @@ def main(argv):
                     prog = program_path(c, args)
                     env = dict(env_base, **c.env)
                     if c.lib_as_arg:
-                        cmd = ["bash", prog, lib or ""]
+                        cmd = ["bash", prog, lib or ""] + c.argv(args.scale)
                     else:
                         cmd = [prog] + c.argv(args.scale)
                         if lib:
                             env["LD_PRELOAD"] = lib
                     log("[%d/%d %s] run %d/%d %-9s | cases left %d | elapsed %s | ETA %s"
-                        % (ci + 1, len(cases), c.id, run, args.runs, aname,
+                        % (ci + 1, len(cases), c.id, run, n_runs, aname,
                            len(cases) - ci - 1, fmt_dur(elapsed), fmt_dur(eta)))
                     res = run_once(cmd, env, args.timeout)
                     done_est += est + RUN_OVERHEAD_S
