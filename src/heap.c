@@ -17,7 +17,10 @@
 #include "thread.h"
 
 /* Bins empty and without room: every call takes the slow path. */
-const hz_heap_t hz_heap_empty = {.state = HZ_HEAP_EMPTY};
+#define EMPTY_BIN ((hz_bin_t *)&hz_heap_empty.bins[0])
+const hz_heap_t hz_heap_empty = {
+    .direct = {[0 ... HZ_DIRECT_INDEX(HZ_DIRECT_MAX)] = EMPTY_BIN},
+    .state = HZ_HEAP_EMPTY};
 
 HZ_TLS hz_heap_t *hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
 
@@ -160,6 +163,8 @@ void hz_heap_init(hz_heap_t *heap) {
     bin->limit = bin->base + class_bin_capacity(c);
     bin->divisor = hz_class_divisor[c];
   }
+  for (size_t i = 0; i <= HZ_DIRECT_INDEX(HZ_DIRECT_MAX); i++)
+    heap->direct[i] = &heap->bins[hz_class_lut[i]];
   heap->state = HZ_HEAP_LIVE;
 }
 
@@ -564,7 +569,7 @@ void *hz_heap_large_alloc(size_t size, size_t align, bool zero) {
   return HZ_LIKELY(p != NULL) ? p : heap_retry(NULL, size, align, zero);
 }
 
-void *hz_heap_malloc_slow(hz_heap_t *heap, size_t size) {
+void *hz_heap_malloc_slow(size_t size, hz_heap_t *heap) {
   if (heap->state == HZ_HEAP_EMPTY) return hz_thread_malloc_unattached(size);
   hz_purge_tick();
   if (size > HZ_SMALL_MAX) return hz_heap_large_alloc(size, 0, false);

@@ -91,10 +91,18 @@ typedef struct {
 
 _Static_assert(sizeof(hz_bin_t) == 64, "bins are indexed with a shift");
 
+/* Requests up to this size find their bin in one load: the heap keeps a
+ * pointer to it per 16 bytes of size (`direct`). */
+#define HZ_DIRECT_MAX   1024
+#define HZ_DIRECT_INDEX(size) (((size) + 15) >> 4)
+
 typedef struct hz_heap_s {
   /* Fast path: the blocks malloc pops, per class. Heaps are 64-byte
    * aligned: pages keep flags in the low bits of their owner word. */
   _Alignas(64) hz_bin_t bins[HZ_CLASS_COUNT];
+  /* &bins[class of the size], per HZ_DIRECT_INDEX(size) up to
+   * HZ_DIRECT_MAX (the constant empty heap: its empty bin 0). */
+  hz_bin_t *direct[HZ_DIRECT_INDEX(HZ_DIRECT_MAX) + 1];
   void *bin_slots[HZ_CLASS_COUNT][HZ_BIN_SLOTS];
   /* Pages of each class that may have free blocks; the first is the one
    * refills take from. */
@@ -126,7 +134,8 @@ extern HZ_TLS hz_heap_t *hz_heap_tls;
 
 HZ_INLINE hz_heap_t *hz_heap_current(void) { return hz_heap_tls; }
 
-void *hz_heap_malloc_slow(hz_heap_t *heap, size_t size);
+/* Size first: the fast path's tail call then leaves it where it is. */
+void *hz_heap_malloc_slow(size_t size, hz_heap_t *heap);
 /* A large block (large box), given one more try after the process gave
  * back what it holds free when the first fails. */
 void *hz_heap_large_alloc(size_t size, size_t align, bool zero);
@@ -138,25 +147,27 @@ void hz_heap_free_full_bin(hz_heap_t *heap, hz_page_t *page, void *p);
  * start there. */
 void hz_heap_bad_free(const hz_page_t *page, const void *p);
 
-/* Pop a block of class `cls`, or take the slow path. */
-HZ_INLINE void *hz_heap_malloc_class(hz_heap_t *heap, size_t cls, size_t size) {
-  hz_bin_t *bin = &heap->bins[cls];
+/* Pop a block from `bin`, or take the slow path. */
+HZ_INLINE void *hz_heap_malloc_bin(hz_heap_t *heap, hz_bin_t *bin, size_t size) {
   void **top = bin->top;
-  if (HZ_UNLIKELY(top <= bin->base)) return hz_heap_malloc_slow(heap, size);
+  if (HZ_UNLIKELY(top <= bin->base)) return hz_heap_malloc_slow(size, heap);
   bin->top = --top;
   bin->allocs++;
-  return hz_check_handing_out(*top, (unsigned)cls);
+  return hz_check_handing_out(*top, (unsigned)(bin - heap->bins));
 }
 
-/* The two branches of hz_sizeclass_of written out, so the table case and
- * the size limit cost one compare between them. */
+/* hz_sizeclass_of written out, so each size range costs one compare. */
 HZ_INLINE void *hz_heap_malloc(size_t size) {
   hz_heap_t *heap = hz_heap_current();
+  if (HZ_LIKELY(size <= HZ_DIRECT_MAX))
+    return hz_heap_malloc_bin(heap, heap->direct[HZ_DIRECT_INDEX(size)], size);
   if (HZ_LIKELY(size <= HZ_CLASS_LUT_MAX))
-    return hz_heap_malloc_class(heap, hz_class_lut[(size + 15) >> 4], size);
+    return hz_heap_malloc_bin(
+        heap, &heap->bins[hz_class_lut[HZ_DIRECT_INDEX(size)]], size);
   if (HZ_LIKELY(size <= HZ_SMALL_MAX))
-    return hz_heap_malloc_class(heap, hz_sizeclass_of_large(size), size);
-  return hz_heap_malloc_slow(heap, size);
+    return hz_heap_malloc_bin(heap, &heap->bins[hz_sizeclass_of_large(size)],
+                              size);
+  return hz_heap_malloc_slow(size, heap);
 }
 
 /* A pointer that is not ours is reported and never written to; on our own
@@ -174,6 +185,7 @@ HZ_INLINE void hz_heap_free(void *p) {
   /* One compare: our page, and no flag asks for the slow path. */
   if (HZ_LIKELY(hz_page_owner_word(page) == (uintptr_t)heap)) {
     hz_bin_t *bin = &heap->bins[page->class_id];
+    void **top = bin->top;
     uint32_t offset = (uint32_t)((uintptr_t)p - (uintptr_t)page->start);
     if (HZ_UNLIKELY(hz_sizeclass_index_by(bin->divisor, offset) >=
                     page->capacity)) {
@@ -182,7 +194,6 @@ HZ_INLINE void hz_heap_free(void *p) {
     }
     if (HZ_LIKELY(hz_check_freeing_fast(p))) {
       bin->frees++;
-      void **top = bin->top;
       if (HZ_LIKELY(top != bin->limit)) {
         *top = p;
         bin->top = top + 1;

@@ -28,7 +28,13 @@ const uint32_t hz_class_block_size[HZ_CLASS_COUNT] = {0,
 const uint64_t hz_class_divisor[HZ_CLASS_COUNT] = {0,
                                                    CLASS_SIZES(DIVISOR_ENTRY)};
 
-/* hz_class_lut[(size + 15) / 16] for size <= 2048. */
+/* hz_class_lut[(size + 15) / 16] for size <= 32768: above 1024 each class
+ * spans 16 entries per power of two of its size over 1024. */
+#define R16(c)  c, c, c, c, c, c, c, c, c, c, c, c, c, c, c, c,
+#define R32(c)  R16(c) R16(c)
+#define R64(c)  R32(c) R32(c)
+#define R128(c) R64(c) R64(c)
+#define R256(c) R128(c) R128(c)
 const uint8_t hz_class_lut[HZ_CLASS_LUT_MAX / 16 + 1] = {
     1,                              /* size 0 is served as 1 */
     1,  2,  3,  4,  5,  6,  7,  8,  /* 16..128 */
@@ -39,8 +45,9 @@ const uint8_t hz_class_lut[HZ_CLASS_LUT_MAX / 16 + 1] = {
     18, 18, 18, 18, 18, 18, 18, 18, /* ..768 */
     19, 19, 19, 19, 19, 19, 19, 19, /* ..896 */
     20, 20, 20, 20, 20, 20, 20, 20, /* ..1024 */
-    21, 21, 21, 21, 21, 21, 21, 21, 21, 21, 21, 21, 21, 21, 21, 21, /* ..1280 */
-    22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, /* ..1536 */
-    23, 23, 23, 23, 23, 23, 23, 23, 23, 23, 23, 23, 23, 23, 23, 23, /* ..1792 */
-    24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, /* ..2048 */
+    R16(21) R16(22) R16(23) R16(24)     /* ..2048 */
+    R32(25) R32(26) R32(27) R32(28)     /* ..4096 */
+    R64(29) R64(30) R64(31) R64(32)     /* ..8192 */
+    R128(33) R128(34) R128(35) R128(36) /* ..16384 */
+    R256(37) R256(38) R256(39) R256(40) /* ..32768 */
 };

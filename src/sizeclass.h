@@ -12,7 +12,7 @@
 #include "config.h"
 
 #define HZ_CLASS_COUNT   53 /* classes 1..52; 52 is 256 KiB */
-#define HZ_CLASS_LUT_MAX 2048
+#define HZ_CLASS_LUT_MAX 32768
 
 extern const uint8_t hz_class_lut[HZ_CLASS_LUT_MAX / 16 + 1];
 extern const uint32_t hz_class_block_size[HZ_CLASS_COUNT];

@@ -380,7 +380,7 @@ void *hz_thread_malloc_unattached(size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  void *p = hz_heap_malloc_slow(heap, size);
+  void *p = hz_heap_malloc_slow(size, heap);
   if (thread_exiting) {
     hz_heap_flush(heap);
     hz_lock(&pool_lock);
