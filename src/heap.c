@@ -161,7 +161,8 @@ void hz_heap_init(hz_heap_t *heap) {
     hz_bin_t *bin = &heap->bins[c];
     bin->base = bin->top = heap->bin_slots[c];
     bin->limit = bin->base + class_bin_capacity(c);
-    bin->divisor = hz_class_divisor[c];
+    bin->inverse = (uint32_t)hz_class_divisor[c];
+    bin->rotate = (uint32_t)(hz_class_divisor[c] >> 32);
   }
   for (size_t i = 0; i <= HZ_DIRECT_INDEX(HZ_DIRECT_MAX); i++)
     heap->direct[i] = &heap->bins[hz_class_lut[i]];

@@ -73,8 +73,10 @@ typedef struct {
   void **limit;
   void **stolen_end; /* a collector took the slots below this (NULL: none) */
   uint64_t allocs;
-  uint64_t frees;   /* remote ones included */
-  uint64_t divisor; /* hz_class_divisor of the class */
+  uint64_t frees; /* remote ones included */
+  /* hz_class_divisor of the class, its halves apart so each is one load */
+  uint32_t inverse;
+  uint32_t rotate;
   uint64_t unused;
 } hz_bin_t;
 
@@ -174,21 +176,22 @@ HZ_INLINE void *hz_heap_malloc(size_t size) {
  * pages p must be a block start (a multiply and a compare) before it goes
  * into the bin. */
 HZ_INLINE void hz_heap_free(void *p) {
-  if (HZ_UNLIKELY(!hz_segment_owns(p))) {
+  unsigned page_shift = hz_segment_page_shift_of(p);
+  if (HZ_UNLIKELY(page_shift == 0)) {
     if (p != NULL)
       hz_check_report("invalid free", p, "not allocated by hakozuna");
     return;
   }
   hz_segment_t *seg = hz_segment_base(p);
-  hz_page_t *page = hz_segment_page_of(seg, p);
+  hz_page_t *page = hz_segment_page_at(seg, p, page_shift);
   hz_heap_t *heap = hz_heap_current();
   /* One compare: our page, and no flag asks for the slow path. */
   if (HZ_LIKELY(hz_page_owner_word(page) == (uintptr_t)heap)) {
     hz_bin_t *bin = &heap->bins[page->class_id];
     void **top = bin->top;
     uint32_t offset = (uint32_t)((uintptr_t)p - (uintptr_t)page->start);
-    if (HZ_UNLIKELY(hz_sizeclass_index_by(bin->divisor, offset) >=
-                    page->capacity)) {
+    if (HZ_UNLIKELY(hz_sizeclass_index_rotated(bin->inverse, bin->rotate,
+                                               offset) >= page->capacity)) {
       hz_heap_bad_free(page, p);
       return;
     }

@@ -43,15 +43,19 @@ static _Atomic uint64_t purge_next_due = UINT64_MAX;
 static _Atomic size_t dirty_bytes;
 static int segment_huge = -1; /* THP backs our segments (-1: not known) */
 
-void hz_segment_register(hz_segment_t *seg) {
+static void segment_map_set(hz_segment_t *seg, uint8_t entry) {
   size_t index = (uintptr_t)seg >> HZ_SEGMENT_SHIFT;
-  atomic_store_explicit(&hz_segment_map[index], 1, memory_order_release);
+  atomic_store_explicit(&hz_segment_map[index], entry, memory_order_release);
+}
+
+void hz_segment_register(hz_segment_t *seg) {
+  HZ_ASSERT(seg->page_shift != 0);
+  segment_map_set(seg, seg->page_shift);
   atomic_fetch_add_explicit(&segment_live, 1, memory_order_relaxed);
 }
 
 void hz_segment_unregister(hz_segment_t *seg) {
-  size_t index = (uintptr_t)seg >> HZ_SEGMENT_SHIFT;
-  atomic_store_explicit(&hz_segment_map[index], 0, memory_order_release);
+  segment_map_set(seg, 0);
   atomic_fetch_sub_explicit(&segment_live, 1, memory_order_relaxed);
 }
 
@@ -134,23 +138,27 @@ static bool segment_thp(void) {
   return segment_huge;
 }
 
+/* A cached segment keeps its map entry, which names its page size: a
+ * new kind updates it. */
 static hz_segment_t *segment_new(hz_segment_kind_t kind) {
   hz_segment_t *seg = segment_cache;
   if (seg != NULL) {
     segment_cache = seg->next;
     segment_cache_count--;
-  } else {
-    seg = hz_os_map_aligned(HZ_SEGMENT_SIZE, HZ_SEGMENT_SIZE);
-    if (seg == NULL) return NULL;
-    if (!hz_option_enabled(HZ_OPTION_THP))
-      hz_os_no_huge_pages(seg, HZ_SEGMENT_SIZE);
-    hz_segment_guard(seg, HZ_SEGMENT_SIZE);
-    hz_segment_register(seg);
-    seg->all_next = segment_all;
-    if (segment_all != NULL) segment_all->all_prev = seg;
-    segment_all = seg;
+    segment_format(seg, kind);
+    segment_map_set(seg, seg->page_shift);
+    return seg;
   }
+  seg = hz_os_map_aligned(HZ_SEGMENT_SIZE, HZ_SEGMENT_SIZE);
+  if (seg == NULL) return NULL;
+  if (!hz_option_enabled(HZ_OPTION_THP))
+    hz_os_no_huge_pages(seg, HZ_SEGMENT_SIZE);
+  hz_segment_guard(seg, HZ_SEGMENT_SIZE);
   segment_format(seg, kind);
+  hz_segment_register(seg);
+  seg->all_next = segment_all;
+  if (segment_all != NULL) segment_all->all_prev = seg;
+  segment_all = seg;
   return seg;
 }
 

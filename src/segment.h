@@ -87,11 +87,17 @@ HZ_INLINE hz_segment_t *hz_segment_base(const void *p) {
   return (hz_segment_t *)(((uintptr_t)p - 1) & ~(uintptr_t)HZ_SEGMENT_MASK);
 }
 
+/* The map entry of the segment p would belong to: its page_shift when
+ * it is one of ours, 0 when not (NULL included). */
+HZ_INLINE unsigned hz_segment_page_shift_of(const void *p) {
+  size_t index = ((uintptr_t)p - 1) >> HZ_SEGMENT_SHIFT;
+  if (HZ_UNLIKELY(index >= HZ_SEGMENT_MAP_ENTRIES)) return 0;
+  return atomic_load_explicit(&hz_segment_map[index], memory_order_relaxed);
+}
+
 /* True when p lies in one of our segments (false for NULL). */
 HZ_INLINE bool hz_segment_owns(const void *p) {
-  size_t index = ((uintptr_t)p - 1) >> HZ_SEGMENT_SHIFT;
-  if (HZ_UNLIKELY(index >= HZ_SEGMENT_MAP_ENTRIES)) return false;
-  return atomic_load_explicit(&hz_segment_map[index], memory_order_relaxed);
+  return hz_segment_page_shift_of(p) != 0;
 }
 
 /* The segment holding p, or NULL when p is not ours (NULL included). */
@@ -99,8 +105,14 @@ HZ_INLINE hz_segment_t *hz_segment_of(const void *p) {
   return hz_segment_owns(p) ? hz_segment_base(p) : NULL;
 }
 
+/* With the segment's page_shift in hand (from the map). */
+HZ_INLINE hz_page_t *hz_segment_page_at(hz_segment_t *seg, const void *p,
+                                        unsigned page_shift) {
+  return &seg->pages[((uintptr_t)p - (uintptr_t)seg) >> page_shift];
+}
+
 HZ_INLINE hz_page_t *hz_segment_page_of(hz_segment_t *seg, const void *p) {
-  return &seg->pages[((uintptr_t)p - (uintptr_t)seg) >> seg->page_shift];
+  return hz_segment_page_at(seg, p, seg->page_shift);
 }
 
 /* Kind of segment that holds pages for blocks of block_size. */

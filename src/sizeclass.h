@@ -43,10 +43,15 @@ HZ_INLINE size_t hz_sizeclass_block_size(uint8_t cls) {
 /* offset / block size when offset is a multiple of it; otherwise a number
  * above (2^32 - 1) / block size, which no block index reaches. No
  * division: a multiply and a rotate (exact division by the inverse). */
-HZ_INLINE uint32_t hz_sizeclass_index_by(uint64_t divisor, uint32_t offset) {
-  uint32_t x = offset * (uint32_t)divisor;
-  unsigned k = (unsigned)(divisor >> 32);
+HZ_INLINE uint32_t hz_sizeclass_index_rotated(uint32_t inverse, unsigned k,
+                                              uint32_t offset) {
+  uint32_t x = offset * inverse;
   return (x >> k) | (x << ((32 - k) & 31));
+}
+
+HZ_INLINE uint32_t hz_sizeclass_index_by(uint64_t divisor, uint32_t offset) {
+  return hz_sizeclass_index_rotated((uint32_t)divisor,
+                                    (unsigned)(divisor >> 32), offset);
 }
 
 HZ_INLINE uint32_t hz_sizeclass_block_index(uint8_t cls, uint32_t offset) {
