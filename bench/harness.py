@@ -50,8 +50,10 @@ Sets (see --list for the exact commands and the time estimate)
             scheduler (BENCH_NO_PIN=1), as programs run; random_mixed app,
             tiny_hot, larson, kv, malloc_large, rss_plateau, redis-server,
             prodcons (1 producer, 3 consumers that only free; 16 B-1 KiB and
-            16 B-32 KiB), hot_pair (see below); 5 runs per case and
-            allocator.
+            16 B-32 KiB), size_loop (random sizes 16 B-8 KiB, each freed 8
+            allocations later), grow_late (1M blocks of 16-512 B built up,
+            filled, freed at the end), hot_pair (see below); 5 runs per
+            case and allocator.
   --full    mt_remote at T = 1, 2, 4, 8, 16, unpinned and again with the
             threads pinned round-robin to the CPUs (ids ending in /pinned),
             and every other
@@ -222,6 +224,10 @@ OTHER = [
     ("thread_churn", "",         [It(20000), 4], 0.9, False),
     # long_run PHASES [THREADS OPS WS IDLE_MS] (ten compressed minutes)
     ("long_run",     "",         [60], 1.6, False),
+    # size_loop ITERS MIN MAX KEEP (log-uniform sizes, freed KEEP later)
+    ("size_loop",    "",         [It(40_000_000), 16, 8192, 8], 0.4, True),
+    # grow_late BLOCKS MIN MAX FREE_EVERY (secs; all freed at the end)
+    ("grow_late",    "",         [It(1_000_000), 16, 512, 16], 0.5, True),
     # prodcons PRODUCERS CONSUMERS ITEMS MIN MAX (consumers only free)
     ("prodcons",     "1x3-1KiB",  [1, 3, It(4_000_000), 16, 1024], 0.3, True),
     ("prodcons",     "1x3-32KiB", [1, 3, It(2_000_000), 16, 32768], 0.5, True),
@@ -1622,7 +1628,7 @@ def main(argv):
                                                 "".join("%s=%s " % kv for kv in
                                                         sorted(c.env.items())),
                                                 os.path.relpath(cmd, REPO),
-                                              "LIB" if c.lib_as_arg else " ".join(c.argv(args.scale))))
+                                              " ".join((["LIB"] if c.lib_as_arg else []) + c.argv(args.scale))))
         log_estimate(cases, args.runs, names, args.scale)
         return 0
 

@@ -26,6 +26,10 @@ declare -A ARGS=(
   [rss_plateau]="2 16 10 1"
   [thread_churn]="300 4"
   [long_run]="4 2 300 100 1"
+  [prodcons]="1 2 20000 16 1024"
+  [size_loop]="200000 16 8192 8"
+  [grow_late]="20000 16 512 16"
+  [hot_pair]="malloc 20000 16 1024 random 100"
 )
 
 for name in $(echo "${!ARGS[@]}" | tr ' ' '\n' | sort); do

@@ -1,0 +1,67 @@
+/* grow_late: a working set that only grows, freed at the very end, as in a
+ * compiler or a loader that builds a large structure and drops it whole.
+ *
+ * BLOCKS blocks of log-uniform random sizes in MIN..MAX are allocated and
+ * filled (every byte written, as a program initialises what it builds);
+ * one in FREE_EVERY allocations also frees a random earlier block (a
+ * little garbage along the way). Then every block left is freed, in
+ * allocation order.
+ *
+ * Result: secs = wall time of building and freeing. */
+#include "bench.h"
+
+#include <math.h>
+
+static const char usage[] =
+    "usage: grow_late [BLOCKS] [MIN] [MAX] [FREE_EVERY]\n"
+    "  BLOCKS      blocks allocated                    (default 1000000)\n"
+    "  MIN         smallest block in bytes             (default 16)\n"
+    "  MAX         largest block in bytes              (default 512)\n"
+    "  FREE_EVERY  also free a random live block every (default 16)\n"
+    "              this many allocations (0: never)\n"
+    "Sizes are log-uniform in MIN..MAX; every block is filled; all that\n"
+    "is left is freed at the end, in allocation order.\n"
+    "Metric: secs (lower is better) = building plus freeing.\n";
+
+int main(int argc, char **argv) {
+  if (bench_wants_help(argc, argv, usage)) return 0;
+  long long blocks = bench_arg(argc, argv, 1, 1000000);
+  long long min = bench_arg(argc, argv, 2, 16);
+  long long max = bench_arg(argc, argv, 3, 512);
+  long long every = bench_arg(argc, argv, 4, 16);
+  if (blocks < 1 || min < 1 || max < min || every < 0) {
+    fprintf(stderr, "grow_late: bad arguments\n%s", usage);
+    return 2;
+  }
+  char **live = calloc((size_t)blocks, sizeof *live);
+  if (live == NULL) {
+    fprintf(stderr, "grow_late: no memory for the block table\n");
+    return 1;
+  }
+  bench_rng_t rng;
+  bench_rng_seed(&rng, 1);
+  double span = log((double)max / (double)min);
+  double t0 = bench_now();
+  for (long long i = 0; i < blocks; i++) {
+    double u = (double)(bench_rng_next(&rng) >> 11) / 9007199254740992.0;
+    size_t n = (size_t)((double)min * exp(u * span));
+    if (n > (size_t)max) n = (size_t)max;
+    live[i] = malloc(n);
+    if (live[i] == NULL) {
+      fprintf(stderr, "grow_late: malloc(%zu) failed\n", n);
+      return 1;
+    }
+    memset(live[i], (int)i, n);
+    if (every > 0 && i % every == every - 1) {
+      long long victim = (long long)(bench_rng_next(&rng) % (uint64_t)(i + 1));
+      free(live[victim]);
+      live[victim] = NULL;
+    }
+  }
+  for (long long i = 0; i < blocks; i++) free(live[i]);
+  double secs = bench_now() - t0;
+  free(live);
+  bench_result("grow_late", "blocks=%lld min=%lld max=%lld free_every=%lld "
+               "secs=%.4f", blocks, min, max, every, secs);
+  return 0;
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Fast-path budget: callgrind's count of instructions per malloc+free pair
+# (bench/hot_pair_count.sh) stays within the budget of each variant, and
+# the method tells allocators apart (glibc's count is far higher). Counts
+# are exact, so a fast path that grows by a few instructions fails here.
+# Usage: hot_pair_test.sh SOURCE_DIR BUILD_DIR
+set -u
+SRC=$(realpath "$1")
+BUILD=$(realpath "$2")
+failures=0
+export HOT_PAIR_PROGRAM="$BUILD/bench/hot_pair"
+
+# instr LIB PATTERN MIN MAX: the count, or nothing when the script fails.
+instr() {
+  bash "$SRC/bench/hot_pair_count.sh" "$@" | sed -n 's/.* instr=\([0-9.]*\).*/\1/p'
+}
+
+# within NAME COUNT BUDGET
+within() {
+  if [ -z "$2" ]; then
+    echo "FAIL $1: no count"
+    failures=$((failures + 1))
+  elif awk -v c="$2" -v b="$3" 'BEGIN { exit !(c <= b) }'; then
+    echo "ok   $1: $2 instructions per pair (budget $3)"
+  else
+    echo "FAIL $1: $2 instructions per pair, over the budget of $3"
+    failures=$((failures + 1))
+  fi
+}
+
+release_lifo=$(instr "$BUILD/libhakozuna.so" lifo 8 64)
+within "release, 8-64 B LIFO" "$release_lifo" 56
+within "release, 16-1024 B random" "$(instr "$BUILD/libhakozuna.so" random 16 1024)" 59
+within "secure, 8-64 B LIFO" "$(instr "$BUILD/libhakozuna-secure.so" lifo 8 64)" 73
+glibc_lifo=$(instr "" lifo 8 64)
+if [ -z "$glibc_lifo" ] || [ -z "$release_lifo" ] ||
+   ! awk -v g="$glibc_lifo" -v h="$release_lifo" 'BEGIN { exit !(g > 1.5 * h) }'; then
+  echo "FAIL the count does not tell glibc ($glibc_lifo) from hakozuna ($release_lifo)"
+  failures=$((failures + 1))
+fi
+[ "$failures" -eq 0 ]
