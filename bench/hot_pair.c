@@ -35,7 +35,7 @@ static const char usage[] =
 
 /* The stand-ins of mode null: one instruction each besides the return,
  * kept out of line so that the call stays as it is with malloc. */
-static char null_block[64 << 10];
+static char null_block[256 << 10];
 __attribute__((noinline)) static void *null_malloc(size_t n) {
   (void)n;
   return null_block;

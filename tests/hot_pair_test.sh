@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fast-path budget: callgrind's count of instructions per malloc+free pair
-# (bench/hot_pair_count.sh) stays within the budget of each variant, and
+# (bench/hot_pair_count.sh) stays within the budget of each variant and
+# page kind, and
 # the method tells allocators apart (glibc's count is far higher). Counts
 # are exact, so a fast path that grows by a few instructions fails here.
 # Usage: hot_pair_test.sh SOURCE_DIR BUILD_DIR
@@ -31,6 +32,11 @@ within() {
 release_lifo=$(instr "$BUILD/libhakozuna.so" lifo 8 64)
 within "release, 8-64 B LIFO" "$release_lifo" 56
 within "release, 16-1024 B random" "$(instr "$BUILD/libhakozuna.so" random 16 1024)" 59
+# Blocks all over medium (512 KiB) and big (whole-segment) pages: their
+# free takes the fast path too, with the page size read from the segment
+# map (a map that named the small page size for every segment: 145 and 161).
+within "release, 9000-32768 B random" "$(instr "$BUILD/libhakozuna.so" random 9000 32768)" 71
+within "release, 70000-200000 B random" "$(instr "$BUILD/libhakozuna.so" random 70000 200000)" 140
 within "secure, 8-64 B LIFO" "$(instr "$BUILD/libhakozuna-secure.so" lifo 8 64)" 73
 glibc_lifo=$(instr "" lifo 8 64)
 if [ -z "$glibc_lifo" ] || [ -z "$release_lifo" ] ||
