@@ -17,10 +17,7 @@
 #include "thread.h"
 
 /* Bins empty and without room: every call takes the slow path. */
-#define EMPTY_BIN ((hz_bin_t *)&hz_heap_empty.bins[0])
-const hz_heap_t hz_heap_empty = {
-    .direct = {[0 ... HZ_DIRECT_INDEX(HZ_DIRECT_MAX)] = EMPTY_BIN},
-    .state = HZ_HEAP_EMPTY};
+const hz_heap_t hz_heap_empty = {.state = HZ_HEAP_EMPTY};
 
 HZ_TLS hz_heap_t *hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
 
@@ -164,8 +161,6 @@ void hz_heap_init(hz_heap_t *heap) {
     bin->inverse = (uint32_t)hz_class_divisor[c];
     bin->rotate = (uint32_t)(hz_class_divisor[c] >> 32);
   }
-  for (size_t i = 0; i <= HZ_DIRECT_INDEX(HZ_DIRECT_MAX); i++)
-    heap->direct[i] = &heap->bins[hz_class_lut[i]];
   heap->state = HZ_HEAP_LIVE;
 }
 
