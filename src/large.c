@@ -33,6 +33,11 @@
 #define LARGE_CLASS_MIN_SHIFT 18 /* class 0 is 256 KiB */
 #define LARGE_CLASS_COUNT     ((64 - LARGE_CLASS_MIN_SHIFT) * 4)
 #define LARGE_BORROW          3
+/* Mappings at least this big ask for transparent huge pages (with HZ_THP,
+ * the default): one fault per 2 MiB instead of 512. A block this big is
+ * mostly written from its start, so what huge pages add to its resident
+ * memory is bounded by the one 2 MiB page at its written end. */
+#define LARGE_HUGE_MIN ((size_t)4 << 20)
 
 typedef struct {
   hz_segment_t *newest; /* linked by next (towards older) / prev */
@@ -220,7 +225,10 @@ static hz_segment_t *map_region(size_t map_size, size_t map_align,
   hz_segment_t *seg = hz_os_map_aligned_at(
       map_size, map_align, map_align > HZ_SEGMENT_SIZE ? offset : 0);
   if (seg == NULL) return NULL;
-  if (!hz_option_enabled(HZ_OPTION_THP)) hz_os_no_huge_pages(seg, map_size);
+  if (!hz_option_enabled(HZ_OPTION_THP))
+    hz_os_no_huge_pages(seg, map_size);
+  else if (map_size >= LARGE_HUGE_MIN)
+    hz_os_huge_pages(seg, map_size);
   seg->kind = HZ_SEGMENT_LARGE;
   seg->page_shift = 63;
   seg->page_count = 1;

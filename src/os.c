@@ -131,6 +131,12 @@ void hz_os_no_huge_pages(void *addr, size_t size) {
   errno = saved;
 }
 
+void hz_os_huge_pages(void *addr, size_t size) {
+  int saved = errno;
+  madvise(addr, size, MADV_HUGEPAGE);
+  errno = saved;
+}
+
 /* Read up to size - 1 bytes of a small file (procfs, sysfs) into buf,
  * NUL-terminated; false if it cannot be read. errno is kept. */
 static bool os_read_small_file(const char *path, char *buf, size_t size) {

@@ -23,6 +23,9 @@ void hz_os_unmap(void *addr, size_t size);
 bool hz_os_discard(void *addr, size_t size, bool lazy);
 /* Ask the kernel not to back the range with transparent huge pages. */
 void hz_os_no_huge_pages(void *addr, size_t size);
+/* Ask the kernel to back the range with transparent huge pages where it
+ * can, also when its mode is "madvise". */
+void hz_os_huge_pages(void *addr, size_t size);
 /* True if the kernel backs every anonymous mapping with huge pages where
  * it can (transparent_hugepage/enabled is "always"). */
 bool hz_os_thp_always(void);
