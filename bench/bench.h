@@ -60,6 +60,11 @@ static inline uint64_t bench_rng_next(bench_rng_t *r) {
   return x * 0x2545F4914F6CDD1Dull;
 }
 
+/* Uniform in [0, 1), from the top 53 bits. */
+static inline double bench_rng_unit(bench_rng_t *r) {
+  return (double)(bench_rng_next(r) >> 11) / 9007199254740992.0;
+}
+
 /* Uniform in [lo, hi]. */
 static inline uint64_t bench_rng_range(bench_rng_t *r, uint64_t lo,
                                        uint64_t hi) {

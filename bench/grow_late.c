@@ -43,7 +43,7 @@ int main(int argc, char **argv) {
   double span = log((double)max / (double)min);
   double t0 = bench_now();
   for (long long i = 0; i < blocks; i++) {
-    double u = (double)(bench_rng_next(&rng) >> 11) / 9007199254740992.0;
+    double u = bench_rng_unit(&rng);
     size_t n = (size_t)((double)min * exp(u * span));
     if (n > (size_t)max) n = (size_t)max;
     live[i] = malloc(n);

@@ -40,7 +40,7 @@ int main(int argc, char **argv) {
   bench_rng_seed(&rng, 1);
   double span = log((double)max / (double)min);
   for (int i = 0; i < TABLE; i++) {
-    double u = (double)(bench_rng_next(&rng) >> 11) / 9007199254740992.0;
+    double u = bench_rng_unit(&rng);
     unsigned n = (unsigned)((double)min * exp(u * span));
     sizes[i] = n < min ? (unsigned)min : n > max ? (unsigned)max : n;
   }

@@ -226,9 +226,9 @@ static hz_segment_t *map_region(size_t map_size, size_t map_align,
       map_size, map_align, map_align > HZ_SEGMENT_SIZE ? offset : 0);
   if (seg == NULL) return NULL;
   if (!hz_option_enabled(HZ_OPTION_THP))
-    hz_os_no_huge_pages(seg, map_size);
+    hz_os_huge_pages(seg, map_size, false);
   else if (map_size >= LARGE_HUGE_MIN)
-    hz_os_huge_pages(seg, map_size);
+    hz_os_huge_pages(seg, map_size, true);
   seg->kind = HZ_SEGMENT_LARGE;
   seg->page_shift = 63;
   seg->page_count = 1;

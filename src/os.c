@@ -125,15 +125,9 @@ bool hz_os_discard(void *addr, size_t size, bool lazy) {
   return zeroed;
 }
 
-void hz_os_no_huge_pages(void *addr, size_t size) {
+void hz_os_huge_pages(void *addr, size_t size, bool wanted) {
   int saved = errno;
-  madvise(addr, size, MADV_NOHUGEPAGE);
-  errno = saved;
-}
-
-void hz_os_huge_pages(void *addr, size_t size) {
-  int saved = errno;
-  madvise(addr, size, MADV_HUGEPAGE);
+  madvise(addr, size, wanted ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
   errno = saved;
 }
 

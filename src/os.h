@@ -21,11 +21,9 @@ void hz_os_unmap(void *addr, size_t size);
  * `lazy` (MADV_FREE) the kernel takes it only under memory pressure.
  * Returns true when the range now reads as zeros. */
 bool hz_os_discard(void *addr, size_t size, bool lazy);
-/* Ask the kernel not to back the range with transparent huge pages. */
-void hz_os_no_huge_pages(void *addr, size_t size);
 /* Ask the kernel to back the range with transparent huge pages where it
- * can, also when its mode is "madvise". */
-void hz_os_huge_pages(void *addr, size_t size);
+ * can, also when its mode is "madvise" (`wanted`), or never to. */
+void hz_os_huge_pages(void *addr, size_t size, bool wanted);
 /* True if the kernel backs every anonymous mapping with huge pages where
  * it can (transparent_hugepage/enabled is "always"). */
 bool hz_os_thp_always(void);

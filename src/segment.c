@@ -152,7 +152,7 @@ static hz_segment_t *segment_new(hz_segment_kind_t kind) {
   seg = hz_os_map_aligned(HZ_SEGMENT_SIZE, HZ_SEGMENT_SIZE);
   if (seg == NULL) return NULL;
   if (!hz_option_enabled(HZ_OPTION_THP))
-    hz_os_no_huge_pages(seg, HZ_SEGMENT_SIZE);
+    hz_os_huge_pages(seg, HZ_SEGMENT_SIZE, false);
   hz_segment_guard(seg, HZ_SEGMENT_SIZE);
   segment_format(seg, kind);
   hz_segment_register(seg);

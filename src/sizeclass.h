@@ -49,13 +49,10 @@ HZ_INLINE uint32_t hz_sizeclass_index_rotated(uint32_t inverse, unsigned k,
   return (x >> k) | (x << ((32 - k) & 31));
 }
 
-HZ_INLINE uint32_t hz_sizeclass_index_by(uint64_t divisor, uint32_t offset) {
+HZ_INLINE uint32_t hz_sizeclass_block_index(uint8_t cls, uint32_t offset) {
+  uint64_t divisor = hz_class_divisor[cls];
   return hz_sizeclass_index_rotated((uint32_t)divisor,
                                     (unsigned)(divisor >> 32), offset);
-}
-
-HZ_INLINE uint32_t hz_sizeclass_block_index(uint8_t cls, uint32_t offset) {
-  return hz_sizeclass_index_by(hz_class_divisor[cls], offset);
 }
 
 #endif
