@@ -14,7 +14,6 @@ bool hz_check_zero_on_free;
 void hz_check_init(void) {
   hz_os_random(&hz_check_secret, sizeof hz_check_secret);
   hz_check_secret.mark |= 1; /* a mark is never a block's own address */
-  if (!HZ_SECURE) hz_check_secret.link = 0; /* links stay plain */
   hz_check_zero_on_free = hz_option_enabled(HZ_OPTION_ZERO_ON_FREE);
   if (!HZ_SECURE && hz_check_zero_on_free)
     hz_os_message("warning: HZ_ZERO_ON_FREE needs libhakozuna-secure.so or "

@@ -1,14 +1,17 @@
 /* check: the checks of the three build variants (config.h) and the one
  * place that reports a misuse.
  *
- * Release: the heap and api boxes validate pointers at the boundary (ours,
- * at a block start); a bad one is reported with one line and ignored.
+ * Every variant:
+ *   - pointers are validated at the boundary (heap and api boxes: ours, at
+ *     a block start); a bad one is reported with one line and ignored;
+ *   - encoded links: a free-list link stored in a block is XORed with a key
+ *     drawn per process and per 64 KiB of address, so a use after free that
+ *     writes a freed block cannot aim the next malloc at an address of its
+ *     choosing. A decoded link that leaves its page (or, on an inbox list,
+ *     our blocks) is reported; release drops the rest of that list (its
+ *     blocks are lost, no other is) and goes on.
  *
- * Secure adds, all keyed by a per-process random secret:
- *   - encoded links: a free-list link stored in a block is XORed with the
- *     key of the 64 KiB page it is stored in, so an attacker who can write
- *     a freed block cannot aim the next malloc at an address of his choice;
- *     a decoded link that leaves its page (or our memory) stops the process;
+ * Secure adds, keyed by the same per-process secret:
  *   - free marks: while a block is free, its second word holds a mark made
  *     from its address and the secret (the first word is its encoded link
  *     while it is on a list). Freeing a block that carries its mark is a
@@ -41,6 +44,9 @@ extern bool hz_check_zero_on_free;
 /* Draw the secret and read the options; before the first block exists. */
 void hz_check_init(void);
 
+/* What a report of a spoilt list says. */
+#define HZ_CHECK_CORRUPT_LIST "corrupted free list (a freed block was overwritten)"
+
 /* One line on stderr: "hakozuna: error: <what> of <p> (size class <cls>:
  * <size>-byte blocks)", or "(large block of <size> bytes)" for cls 0. The
  * secure variants then abort; release returns (the caller ignores p). */
@@ -51,7 +57,7 @@ void hz_check_report(const char *what, const void *p, const char *context)
     __attribute__((cold));
 
 /* ---------------------------------------------------------------------------
- * Encoded links (identity in release)
+ * Encoded links
  * ------------------------------------------------------------------------- */
 HZ_INLINE uintptr_t hz_check_key(const void *holder) {
   return hz_check_secret.link ^
@@ -59,7 +65,6 @@ HZ_INLINE uintptr_t hz_check_key(const void *holder) {
 }
 
 HZ_INLINE void *hz_check_encode(const void *holder, const void *next) {
-  if (!HZ_SECURE) return (void *)next;
   return (void *)((uintptr_t)next ^ hz_check_key(holder));
 }
 

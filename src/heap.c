@@ -409,8 +409,21 @@ static void heap_flush_stash(hz_heap_t *heap) {
  * next slow path, so no single malloc pays for a huge inbox. */
 #define DRAIN_BUDGET 4096
 
+/* The link an inbox block holds must name a block of one of our pages:
+ * otherwise a freed block was overwritten, and what it names (an
+ * attacker's address, or a block still live) must not be handed out. */
+static bool heap_inbox_link_ok(const hz_heap_t *heap, const hz_block_t *next) {
+  if (next == NULL) return true;
+  hz_segment_t *seg = hz_segment_of(next);
+  if (seg == NULL || seg->kind == HZ_SEGMENT_LARGE) return false;
+  hz_page_t *page = hz_segment_page_of(seg, next);
+  return hz_page_heap(page) == heap && hz_page_is_block(page, next,
+                                                        page->reserved);
+}
+
 /* Put blocks received through the inbox into their bins (only the owner
- * may), or back on their pages when a bin is full. */
+ * may), or back on their pages when a bin is full. A spoilt link is
+ * reported and ends the list: the blocks after it are lost. */
 static void heap_drain_inbox(hz_heap_t *heap, bool into_bins) {
   hz_block_t *block = heap->backlog;
   if (block == NULL) {
@@ -421,9 +434,11 @@ static void heap_drain_inbox(hz_heap_t *heap, bool into_bins) {
   int n = 0;
   for (; block != NULL && n < DRAIN_BUDGET; n++) {
     hz_block_t *next = hz_block_next(block);
-    if (HZ_SECURE && next != NULL && !hz_segment_owns(next))
-      hz_check_report("corrupted free list (freed block overwritten) at", block,
+    if (HZ_UNLIKELY(!heap_inbox_link_ok(heap, next))) {
+      hz_check_report(HZ_CHECK_CORRUPT_LIST, block,
                       "a block sent back by another thread");
+      next = NULL;
+    }
     hz_page_t *page = block_page(block);
     hz_block_t *ahead = hz_remote_skip(block, page->block_size);
     if (ahead != NULL) __builtin_prefetch(ahead, 1);

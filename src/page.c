@@ -72,10 +72,12 @@ bool hz_page_extend(hz_page_t *page) {
 
 hz_block_t *hz_page_next(const hz_page_t *page, const hz_block_t *block) {
   hz_block_t *next = hz_block_next(block);
-  if (HZ_SECURE && next != NULL &&
-      !hz_page_is_block(page, next, page->capacity))
-    hz_check_fail("corrupted free list (freed block overwritten) at", block,
-                  page->class_id, page->block_size);
+  if (HZ_UNLIKELY(next != NULL &&
+                  !hz_page_is_block(page, next, page->capacity))) {
+    hz_check_fail(HZ_CHECK_CORRUPT_LIST, block, page->class_id,
+                  page->block_size);
+    return NULL; /* release: the rest of the list is lost */
+  }
   return next;
 }
 

@@ -79,9 +79,9 @@ bool hz_page_extend(hz_page_t *page);
  * blocks, keeping the page in use. Owner (or a collector holding the
  * heap) only. */
 void hz_page_discard_free(hz_page_t *page, bool lazy);
-/* The next block of one of the page's lists; the secure variants stop the
- * process when the link leads out of the page (a freed block was
- * overwritten). */
+/* The next block of one of the page's lists. A link that leads out of the
+ * page's blocks (a freed block was overwritten) is reported: the secure
+ * variants stop, release ends the list there (NULL). */
 hz_block_t *hz_page_next(const hz_page_t *page, const hz_block_t *block);
 /* The block a pointer names among the page's first `limit` blocks (see
  * hz_page_is_block): p itself when it is a block start, the block around

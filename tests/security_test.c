@@ -375,6 +375,87 @@ static void case_write_after_free(void) {
     (void)xmalloc(64);
 }
 
+/* --- steering by a write after free ----------------------------------------
+ * A use after free writes the attacker's address into the first two words
+ * of freed blocks. Nothing malloc hands out may be that address (or any
+ * other block still live), in every variant; release reports the spoilt
+ * list and goes on, the secure variants stop. */
+enum { STEER_FREED = 300, STEER_TAKEN = 900 };
+static _Alignas(64) unsigned char steer_target[8192];
+static void *steer_taken[STEER_TAKEN];
+
+static void poison(void **blocks, int n, uintptr_t aim) {
+  for (int i = 0; i < n; i++) {
+    ((volatile uintptr_t *)blocks[i])[0] = aim;
+    ((volatile uintptr_t *)blocks[i])[1] = aim;
+  }
+}
+
+/* Take STEER_TAKEN blocks of `size`: none may be the aim, none the block
+ * `keep` (live), and no two the same. */
+static void take_after_poison(size_t size, const void *aim, const void *keep) {
+  for (int i = 0; i < STEER_TAKEN; i++) {
+    unsigned char *p = xmalloc(size);
+    if (p == NULL) child_fail("malloc(%zu) failed after the poisoning", size);
+    if (p == aim || p == keep)
+      child_fail("malloc(%zu) handed out %p, the attacker's aim", size,
+                 (void *)p);
+    if (p >= steer_target && p < steer_target + sizeof steer_target)
+      child_fail("malloc(%zu) handed out %p, inside the attacker's buffer",
+                 size, (void *)p);
+    memset(p, 0x5A, size);
+    steer_taken[i] = p;
+  }
+  qsort(steer_taken, STEER_TAKEN, sizeof steer_taken[0], by_address);
+  for (int i = 1; i < STEER_TAKEN; i++)
+    if (steer_taken[i] == steer_taken[i - 1])
+      child_fail("malloc handed out %p twice", steer_taken[i]);
+}
+
+static void steer_page_list(size_t size) {
+  live_fill();
+  void *blocks[STEER_FREED];
+  for (int i = 0; i < STEER_FREED; i++)
+    if ((blocks[i] = xmalloc(size)) == NULL) child_fail("malloc(%zu)", size);
+  for (int i = 0; i < STEER_FREED; i++)
+    xfree(blocks[i]);
+  note_addr(blocks[STEER_FREED - 1]); /* the first a secure malloc checks */
+  void *aim = steer_target + 64;
+  poison(blocks, STEER_FREED, (uintptr_t)aim);
+  take_after_poison(size, aim, NULL);
+  live_verify();
+}
+
+static void case_steer_64(void) { steer_page_list(64); }
+static void case_steer_1024(void) { steer_page_list(1024); }
+
+static void *free_all_in_thread(void *blocks) {
+  for (int i = 0; i < STEER_FREED; i++)
+    xfree(((void **)blocks)[i]);
+  return NULL;
+}
+
+/* Blocks freed by another thread travel home through this thread's inbox,
+ * linked through their first words; the aim is a block still live. */
+static void case_steer_cross_thread(void) {
+  enum { SIZE = 8192 };
+  static void *blocks[STEER_FREED];
+  unsigned char *keep = xmalloc(SIZE);
+  if (keep == NULL) child_fail("malloc(%d)", SIZE);
+  memset(keep, 0xC3, SIZE);
+  for (int i = 0; i < STEER_FREED; i++)
+    if ((blocks[i] = xmalloc(SIZE)) == NULL) child_fail("malloc(%d)", SIZE);
+  pthread_t t;
+  if (pthread_create(&t, NULL, free_all_in_thread, blocks) != 0)
+    child_fail("pthread_create");
+  pthread_join(t, NULL);
+  note_addr(blocks[STEER_FREED - 1]);
+  poison(blocks, STEER_FREED, (uintptr_t)keep);
+  take_after_poison(SIZE, keep, keep);
+  fill_check(keep, SIZE, 0xC3, "the live block the attacker aimed at");
+  xfree(keep);
+}
+
 /* --- debug: canaries and fill bytes ----------------------------------------
  */
 static void case_overflow_1(void) {
@@ -516,6 +597,7 @@ typedef enum {
   OUT_ABORT,    /* SIGABRT after one matching line */
   OUT_SEGV,     /* SIGSEGV, no line */
   OUT_REPORTED, /* exit 0 after one matching line */
+  OUT_REPORTED_EACH, /* exit 0 after at least one line, all matching */
   OUT_CLEAN     /* exit 0, no line */
 } outcome_t;
 
@@ -538,7 +620,8 @@ typedef struct case_s {
 #define NOT_OURS    E "invalid free of %s (not allocated by hakozuna)"
 #define INTERIOR                                                               \
   E "invalid free (not at the start of a block) of %s (size class "
-#define CORRUPT_LIST E "corrupted free list (freed block overwritten) at "
+#define WRITE_AFTER_FREE E "write after free of %s (size class "
+#define CORRUPT_LIST E "corrupted free list (a freed block was overwritten) of "
 #define SIZED        E "sized delete mismatch (freed as 16 bytes) of %s (size class "
 #define INTERIOR_REALLOC                                                       \
   E "invalid realloc (not at the start of a block) of %s (size class "
@@ -590,7 +673,13 @@ static const case_t cases[] = {
     {"invalid_free.mmap", case_inv_mmap, SEC | DBG | REL, OUT_ABORT,
      OUT_REPORTED, NOT_OURS, NULL, NULL, NULL},
     {"write_after_free", case_write_after_free, SEC | DBG, OUT_ABORT, 0,
-     E "write after free of %s (size class ", CORRUPT_LIST, NULL, NULL},
+     WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL},
+    {"steer.page_list_64", case_steer_64, SEC | DBG | REL, OUT_ABORT,
+     OUT_REPORTED_EACH, WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL},
+    {"steer.page_list_1024", case_steer_1024, SEC | DBG | REL, OUT_ABORT,
+     OUT_REPORTED_EACH, WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL},
+    {"steer.cross_thread", case_steer_cross_thread, SEC | DBG | REL, OUT_ABORT,
+     OUT_REPORTED_EACH, WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL},
     {"overflow.1_byte", case_overflow_1, DBG, OUT_ABORT, 0,
      E "heap overflow of %s (block of 100 bytes overrun by 1 bytes; size "
        "class ",
@@ -757,6 +846,7 @@ static void evaluate(const case_t *c, const result_t *r) {
               "%s: expected SIGSEGV, child %s", c->name, status);
     break;
   case OUT_REPORTED:
+  case OUT_REPORTED_EACH:
   case OUT_CLEAN:
     CHECK_MSG(WIFEXITED(r->status) && WEXITSTATUS(r->status) == 0,
               "%s: expected a normal exit, child %s", c->name, status);
@@ -771,6 +861,10 @@ static void evaluate(const case_t *c, const result_t *r) {
     CHECK_MSG(matching == lines, "%s: expected a line starting \"%s\"%s%s",
               c->name, want_line, c->alternative != NULL ? " or " : "",
               c->alternative != NULL ? c->alternative : "");
+  } else if (want == OUT_REPORTED_EACH) {
+    CHECK_MSG(lines >= 1 && matching == lines,
+              "%s: expected lines starting \"%s\", got %d of %d", c->name,
+              c->alternative, matching, lines);
   } else {
     CHECK_MSG(lines == 0, "%s: expected no hakozuna line, got %d", c->name,
               lines);
