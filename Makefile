@@ -4,7 +4,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all test bench clean install
+.PHONY: all test bench fuzz clean install
 
 all: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
@@ -22,6 +22,13 @@ test:
 # `make bench ARGS="--full"` the whole matrix; ARGS="--help" for the rest.
 bench: all
 	/usr/bin/python3 bench/harness.py $(ARGS)
+
+# `make fuzz` runs the fuzzers for FUZZ_SECONDS (the api fuzzer; options a
+# quarter of it); FUZZ_KEEP=1 merges what they found into the corpus.
+FUZZ_SECONDS ?= 600
+fuzz:
+	@scripts/install-deps.sh
+	tests/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS)
 
 install: all
 	cmake --install $(BUILD)

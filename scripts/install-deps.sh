@@ -3,9 +3,9 @@
 # Needs root (or sudo) only when something is actually missing.
 set -euo pipefail
 # libpython3.11-testsuite: CPython's own tests, run under hakozuna by the
-# real-program test.
+# real-program test. clang and libclang-rt-dev: the fuzzers (libFuzzer).
 packages=(cmake make gcc g++ libtsan2 perl python3 coreutils pkgconf valgrind
-          libpython3.11-testsuite)
+          libpython3.11-testsuite clang libclang-rt-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -684,7 +684,7 @@ static void heap_discard_free_blocks(hz_heap_t *heap) {
 }
 
 static void heap_spill_all_bins(hz_heap_t *heap) {
-  for (int c = 0; c < HZ_CLASS_COUNT; c++)
+  for (int c = 1; c < HZ_CLASS_COUNT; c++) /* class 0: large, no bin */
     heap_bin_spill(heap, &heap->bins[c], bin_count(&heap->bins[c]));
 }
 
