@@ -22,6 +22,38 @@
 #include "config.h"
 #include "stats.h"
 
+/* Fault injection (test builds only, HZ_FAULT_INJECTION): the n-th call
+ * of mmap, mremap or madvise fails with ENOMEM, and with `from_then_on`
+ * every later one too, so tests can walk every failure path. */
+#ifdef HZ_FAULT_INJECTION
+static _Atomic unsigned long os_fault_calls, os_fault_at;
+static _Atomic bool os_fault_sticky;
+
+void hz_os_fault_inject(unsigned long nth, bool from_then_on) {
+  atomic_store(&os_fault_calls, 0);
+  atomic_store(&os_fault_sticky, from_then_on);
+  atomic_store(&os_fault_at, nth);
+}
+
+unsigned long hz_os_fault_calls(void) { return atomic_load(&os_fault_calls); }
+
+static bool os_fault(void) {
+  unsigned long n = atomic_fetch_add(&os_fault_calls, 1) + 1;
+  unsigned long at = atomic_load(&os_fault_at);
+  if (at == 0 || n < at || (n > at && !atomic_load(&os_fault_sticky)))
+    return false;
+  errno = ENOMEM;
+  return true;
+}
+#define OS_MMAP(...)   (os_fault() ? MAP_FAILED : mmap(__VA_ARGS__))
+#define OS_MREMAP(...) (os_fault() ? MAP_FAILED : mremap(__VA_ARGS__))
+#define OS_MADVISE(...) (os_fault() ? -1 : madvise(__VA_ARGS__))
+#else
+#define OS_MMAP   mmap
+#define OS_MREMAP mremap
+#define OS_MADVISE madvise
+#endif
+
 /* glibc answers from the loader's data: no system call, no allocation. */
 size_t hz_os_page_size(void) { return (size_t)sysconf(_SC_PAGESIZE); }
 
@@ -30,7 +62,7 @@ size_t hz_os_page_size(void) { return (size_t)sysconf(_SC_PAGESIZE); }
  * being granted and killed later. */
 void *hz_os_map(size_t size) {
   int saved = errno;
-  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+  void *p = OS_MMAP(NULL, size, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   errno = saved;
   if (p == MAP_FAILED) return NULL;
@@ -78,7 +110,7 @@ static void *os_map_at_hint(size_t size, size_t align) {
   if (size > OS_HINT_SPAN / 4) return NULL;
   void *hint = (void *)os_hint_take(size, align);
   int saved = errno;
-  void *p = mmap(hint, size, PROT_READ | PROT_WRITE,
+  void *p = OS_MMAP(hint, size, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   errno = saved;
   if (p == MAP_FAILED) return NULL;
@@ -116,9 +148,9 @@ void *hz_os_map_aligned(size_t size, size_t align) {
 bool hz_os_discard(void *addr, size_t size, bool lazy) {
   int saved = errno;
   bool zeroed = true;
-  if (lazy && madvise(addr, size, MADV_FREE) == 0)
+  if (lazy && OS_MADVISE(addr, size, MADV_FREE) == 0)
     zeroed = false;
-  else if (madvise(addr, size, MADV_DONTNEED) != 0)
+  else if (OS_MADVISE(addr, size, MADV_DONTNEED) != 0)
     zeroed = false;
   errno = saved;
   hz_stats_count_madvise(size);
@@ -127,7 +159,7 @@ bool hz_os_discard(void *addr, size_t size, bool lazy) {
 
 void hz_os_huge_pages(void *addr, size_t size, bool wanted) {
   int saved = errno;
-  madvise(addr, size, wanted ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+  OS_MADVISE(addr, size, wanted ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
   errno = saved;
 }
 
@@ -178,7 +210,7 @@ bool hz_os_thp_always(void) {
 
 bool hz_os_remap_in_place(void *addr, size_t old_size, size_t new_size) {
   int saved = errno;
-  void *p = mremap(addr, old_size, new_size, 0);
+  void *p = OS_MREMAP(addr, old_size, new_size, 0);
   errno = saved;
   if (p == MAP_FAILED) return false;
   if (new_size >= old_size)
@@ -190,7 +222,8 @@ bool hz_os_remap_in_place(void *addr, size_t old_size, size_t new_size) {
 
 bool hz_os_remap_to(void *addr, size_t old_size, size_t new_size, void *to) {
   int saved = errno;
-  void *p = mremap(addr, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+  void *p = OS_MREMAP(addr, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED,
+                     to);
   errno = saved;
   if (p == MAP_FAILED) return false;
   /* The reservation at `to` was counted when mapped; the old range goes. */

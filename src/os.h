@@ -33,6 +33,13 @@ bool hz_os_remap_in_place(void *addr, size_t old_size, size_t new_size);
 /* Move the mapping at addr (old_size bytes) to `to`, replacing whatever
  * is mapped there, and resize it to new_size without copying. */
 bool hz_os_remap_to(void *addr, size_t old_size, size_t new_size, void *to);
+#ifdef HZ_FAULT_INJECTION
+/* Test builds: from now on, count mmap, mremap and madvise calls and fail
+ * the nth (0: none) with ENOMEM, and every later one with from_then_on. */
+void hz_os_fault_inject(unsigned long nth, bool from_then_on);
+/* Calls counted since the last hz_os_fault_inject. */
+unsigned long hz_os_fault_calls(void);
+#endif
 /* Make a range inaccessible (guard pages) or read-write again. */
 void hz_os_protect(void *addr, size_t size, bool accessible);
 /* Fill buf with random bytes from the kernel (getrandom); false if it
