@@ -16,6 +16,7 @@
 #include "purge.h"
 #include "stats.h"
 #include "thread.h"
+#include "tool.h"
 
 /* ---------------------------------------------------------------------------
  * Locating a pointer handed back to us
@@ -70,9 +71,12 @@ static bool api_locate(const void *p, const char *what, api_block_t *out) {
 
 /* ---------------------------------------------------------------------------
  * Debug variant: every block carries a canary after the bytes asked for
- * (check box); these wrap the plain paths, which the other variants use
- * directly.
+ * (check box), and memcheck is told of every block (tool box); these wrap
+ * the plain paths, which the other variants use directly. Whatever reads
+ * or writes a block that is not the caller's runs quiet.
  * ------------------------------------------------------------------------- */
+static void *api_debug_alloc(size_t size, size_t align, bool zeroed);
+
 static size_t api_padded(size_t size) {
   return size > HZ_REQUEST_MAX - HZ_CHECK_EXTRA ? SIZE_MAX
                                                 : size + HZ_CHECK_EXTRA;
@@ -92,19 +96,32 @@ static size_t api_checked_size(const void *p, const api_block_t *b) {
   return hz_check_canary_verify(p, b->room, b->cls);
 }
 
+/* Locate p and check its canary; false (reported) if p is no block. */
+static bool api_debug_check(const void *p, const char *what, api_block_t *b,
+                            size_t *size) {
+  hz_tool_quiet(true);
+  bool ok = api_locate(p, what, b);
+  if (ok) *size = api_checked_size(p, b);
+  hz_tool_quiet(false);
+  return ok;
+}
+
 static void api_debug_free(void *p) {
   api_block_t b;
-  if (p == NULL || !api_locate(p, "invalid free", &b)) return;
-  api_checked_size(p, &b);
+  size_t size;
+  if (p == NULL || !api_debug_check(p, "invalid free", &b, &size)) return;
+  hz_tool_freed(p); /* before another thread can have it again */
+  hz_tool_quiet(true);
   hz_check_fill_freed(p, b.room);
   hz_heap_free(p);
+  hz_tool_quiet(false);
 }
 
 /* ---------------------------------------------------------------------------
  * malloc, free, calloc, usable size, realloc
  * ------------------------------------------------------------------------- */
 HZ_EXPORT void *hz_malloc(size_t size) {
-  if (HZ_CANARY) return api_arm(hz_heap_malloc(api_padded(size)), size, false);
+  if (HZ_CANARY) return api_debug_alloc(size, 0, false);
   return hz_heap_malloc(size);
 }
 
@@ -120,10 +137,14 @@ HZ_EXPORT void hz_free(void *ptr) {
  * (realloc keeps a block down to half). Debug knows the size asked for. */
 static void api_check_sized(void *ptr, size_t size, bool aligned) {
   api_block_t b;
-  if (ptr == NULL || !api_locate(ptr, "invalid free", &b)) return;
+  size_t asked;
   bool wrong;
-  if (HZ_CANARY)
-    wrong = api_checked_size(ptr, &b) != size;
+  if (HZ_CANARY) {
+    if (ptr == NULL || !api_debug_check(ptr, "invalid free", &b, &asked))
+      return;
+    wrong = asked != size;
+  } else if (ptr == NULL || !api_locate(ptr, "invalid free", &b))
+    return;
   else
     wrong =
         size > b.room || (b.cls != 0 && !aligned && !b.aligned &&
@@ -161,15 +182,21 @@ HZ_EXPORT void *hz_calloc(size_t count, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  if (HZ_CANARY) return api_arm(api_calloc(api_padded(total)), total, true);
+  if (HZ_CANARY) return api_debug_alloc(total, 0, true);
   return api_calloc(total);
 }
 
 HZ_EXPORT size_t hz_usable_size(const void *ptr) {
   api_block_t b;
+  size_t size;
+  if (HZ_CANARY)
+    return ptr != NULL &&
+                   api_debug_check(ptr, "invalid malloc_usable_size", &b, &size)
+               ? size
+               : 0;
   if (ptr == NULL || !api_locate(ptr, "invalid malloc_usable_size", &b))
     return 0;
-  return HZ_CANARY ? api_checked_size(ptr, &b) : b.room;
+  return b.room;
 }
 
 /* Debug: always a fresh block, so the canary moves with the size. */
@@ -188,11 +215,14 @@ HZ_EXPORT void *hz_realloc(void *ptr, size_t size) {
     return NULL;
   }
   api_block_t b;
-  if (!api_locate(ptr, "invalid realloc", &b)) {
+  size_t asked = 0;
+  bool found = HZ_CANARY ? api_debug_check(ptr, "invalid realloc", &b, &asked)
+                         : api_locate(ptr, "invalid realloc", &b);
+  if (!found) {
     errno = ENOMEM;
     return NULL;
   }
-  if (HZ_CANARY) return api_realloc_copy(ptr, size, api_checked_size(ptr, &b));
+  if (HZ_CANARY) return api_realloc_copy(ptr, size, asked);
   /* Large to large: resize the mapping, no copy. */
   if (b.cls == 0 && size > HZ_SMALL_MAX) {
     void *moved = hz_large_realloc(hz_segment_base(ptr), ptr, size);
@@ -248,9 +278,21 @@ static void *api_memalign(size_t alignment, size_t size) {
   return hz_heap_large_alloc(size, alignment, false);
 }
 
+/* Debug: a block with room for the canary, armed, then shown to memcheck. */
+static void *api_debug_alloc(size_t size, size_t align, bool zeroed) {
+  size_t padded = api_padded(size);
+  hz_tool_quiet(true);
+  void *p = align != 0 ? api_memalign(align, padded)
+            : zeroed   ? api_calloc(padded)
+                       : hz_heap_malloc(padded);
+  p = api_arm(p, size, zeroed);
+  hz_tool_quiet(false);
+  if (p != NULL) hz_tool_allocated(p, size, zeroed);
+  return p;
+}
+
 void *hz_api_memalign(size_t alignment, size_t size) {
-  if (HZ_CANARY)
-    return api_arm(api_memalign(alignment, api_padded(size)), size, false);
+  if (HZ_CANARY) return api_debug_alloc(size, alignment, false);
   return api_memalign(alignment, size);
 }
 
@@ -300,12 +342,14 @@ HZ_EXPORT void hz_stats_print(void) {
  * all free memory is purged now. Otherwise only what fell due. */
 HZ_EXPORT void hz_collect(bool force) {
   hz_heap_t *heap = hz_heap_current();
-  if (force) {
+  hz_tool_quiet(true);
+  if (force)
     hz_thread_give_back_all();
-    return;
+  else {
+    if (heap != &hz_heap_empty) hz_heap_trim(heap);
+    hz_purge_run(false);
   }
-  if (heap != &hz_heap_empty) hz_heap_trim(heap);
-  hz_purge_run(false);
+  hz_tool_quiet(false);
 }
 
 /* HZ_SHOW_STATS=1: one report when the process exits; HZ_STATS_JSON=path:

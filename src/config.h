@@ -49,6 +49,12 @@
  * (libhakozuna-secure.so), 2 debug (libhakozuna-debug.so). Each level keeps
  * the checks of the one below. Code tests these as plain constants, so the
  * checks a variant leaves out are compiled away, not hidden behind #if. */
+/* Debug variant built with valgrind's headers: memcheck annotations
+ * (tool.h). */
+#ifndef HZ_VALGRIND
+#define HZ_VALGRIND 0
+#endif
+
 #ifndef HZ_VARIANT
 #define HZ_VARIANT 0
 #endif

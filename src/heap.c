@@ -556,6 +556,7 @@ static void *heap_malloc_small(hz_heap_t *heap, size_t size) {
   if (bin->top != bin->base || heap_refill(heap, cls)) {
     bin->allocs++;
     block = hz_check_handing_out(*--bin->top, cls);
+    if (HZ_VALGRIND) *bin->top = NULL; /* as in hz_heap_malloc_class */
     heap_publish_counts(heap, cls, false);
   }
   heap_leave(heap);

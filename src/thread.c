@@ -34,6 +34,7 @@
 #include "options.h"
 #include "os.h"
 #include "purge.h"
+#include "tool.h"
 
 #define HEAP_CHUNK_SIZE ((size_t)64 << 10)
 /* The purge thread wakes every quarter of the purge delay, within these. */
@@ -264,6 +265,7 @@ static void *purge_thread_main(void *arg) {
   /* If this is the last thread, glibc runs the exit handlers here; what
    * they allocate borrows a pooled heap, and starts no thread. */
   thread_exiting = true;
+  hz_tool_quiet(true); /* it reads and writes free blocks only */
   uint64_t period = purge_period_ms();
   while (purge_thread_sleep(period)) {
     hz_thread_collect(true);
@@ -303,6 +305,7 @@ static void purge_thread_start(void) {
 static void thread_exit(void *value) {
   hz_heap_t *heap = value;
   thread_exiting = true;
+  hz_tool_quiet(true); /* parking writes links into free blocks */
   if (heap == NULL || heap != hz_heap_tls) return;
   hz_heap_park(heap);
   hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
