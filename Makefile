@@ -4,7 +4,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all test bench fuzz clean install
+.PHONY: all test bench fuzz soak clean install
 
 all: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
@@ -29,6 +29,12 @@ FUZZ_SECONDS ?= 600
 fuzz:
 	@scripts/install-deps.sh
 	tests/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS)
+
+# `make soak`: SOAK_MINUTES (30) of server rounds and cross-thread hand-offs
+# in one process; RSS must level off and every block come back.
+SOAK_MINUTES ?= 30
+soak: all
+	/usr/bin/python3 bench/soak.py --minutes $(SOAK_MINUTES)
 
 install: all
 	cmake --install $(BUILD)
