@@ -1,6 +1,6 @@
 /* soak: one long-lived process that alternates a server's life and
  * cross-thread hand-offs for MINUTES, to show whether its memory levels
- * off. Driven by bench/soak.sh (`make soak`).
+ * off. Driven by bench/soak.py (`make soak`).
  *
  * Rounds of ROUND_S seconds alternate between:
  *   - server: 4 workers replace blocks in tables of 4000 slots each, sizes
@@ -14,9 +14,9 @@
  *
  *   sample t=<s> rss_kb=<kb>
  *
- * and the last line is `bench=soak minutes=... rounds=... ops=...`. With
- * MINUTES 0 it only starts and joins its threads once: the baseline of
- * blocks libc itself keeps, for the live-block check. */
+ * and the last line is `bench=soak minutes=... rounds=... ops=... ops/s=...`.
+ * With MINUTES 0 it only starts and joins its threads once: the baseline
+ * of blocks libc itself keeps, for the live-block check. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -207,7 +207,9 @@ int main(int argc, char **argv) {
   }
   atomic_store(&all_over, true);
   pthread_join(s, NULL);
-  bench_result("soak", "minutes=%.1f rounds=%u ops=%llu", minutes, round_no,
-               (unsigned long long)atomic_load(&ops));
+  double elapsed = bench_now() - start;
+  unsigned long long done = atomic_load(&ops);
+  bench_result("soak", "minutes=%.1f rounds=%u ops=%llu ops/s=%.0f", minutes,
+               round_no, done, elapsed > 0 ? (double)done / elapsed : 0.0);
   return 0;
 }

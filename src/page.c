@@ -70,15 +70,9 @@ bool hz_page_extend(hz_page_t *page) {
   return true;
 }
 
-hz_block_t *hz_page_next(const hz_page_t *page, const hz_block_t *block) {
-  hz_block_t *next = hz_block_next(block);
-  if (HZ_UNLIKELY(next != NULL &&
-                  !hz_page_is_block(page, next, page->capacity))) {
-    hz_check_fail(HZ_CHECK_CORRUPT_LIST, block, page->class_id,
-                  page->block_size);
-    return NULL; /* release: the rest of the list is lost */
-  }
-  return next;
+void hz_page_bad_link(const hz_page_t *page, const hz_block_t *block) {
+  hz_check_fail(HZ_CHECK_CORRUPT_LIST, block, page->class_id,
+                page->block_size);
 }
 
 static void discard_range(uint8_t *from, uint8_t *to, bool lazy) {

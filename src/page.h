@@ -79,10 +79,9 @@ bool hz_page_extend(hz_page_t *page);
  * blocks, keeping the page in use. Owner (or a collector holding the
  * heap) only. */
 void hz_page_discard_free(hz_page_t *page, bool lazy);
-/* The next block of one of the page's lists. A link that leads out of the
- * page's blocks (a freed block was overwritten) is reported: the secure
- * variants stop, release ends the list there (NULL). */
-hz_block_t *hz_page_next(const hz_page_t *page, const hz_block_t *block);
+/* Report a link of the page's lists that leads out of its blocks. */
+void hz_page_bad_link(const hz_page_t *page, const hz_block_t *block)
+    __attribute__((cold));
 /* The block a pointer names among the page's first `limit` blocks (see
  * hz_page_is_block): p itself when it is a block start, the block around
  * it when p is where memalign handed that block out (check.h), NULL
@@ -136,6 +135,20 @@ HZ_INLINE bool hz_page_is_block(const hz_page_t *page, const void *p,
                                 uint32_t limit) {
   uint32_t offset = (uint32_t)((uintptr_t)p - (uintptr_t)page->start);
   return hz_sizeclass_block_index(page->class_id, offset) < limit;
+}
+
+/* The next block of one of the page's lists. A link that leads out of the
+ * page's blocks (a freed block was overwritten) is reported: the secure
+ * variants stop, release ends the list there (NULL). */
+HZ_INLINE hz_block_t *hz_page_next(const hz_page_t *page,
+                                   const hz_block_t *block) {
+  hz_block_t *next = hz_block_next(block);
+  if (HZ_UNLIKELY(next != NULL &&
+                  !hz_page_is_block(page, next, page->capacity))) {
+    hz_page_bad_link(page, block);
+    return NULL; /* release: the rest of the list is lost */
+  }
+  return next;
 }
 
 HZ_INLINE uint8_t *hz_page_end(const hz_page_t *page) {

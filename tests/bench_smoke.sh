@@ -30,6 +30,7 @@ declare -A ARGS=(
   [size_loop]="200000 16 8192 8"
   [grow_late]="20000 16 512 16"
   [hot_pair]="malloc 20000 16 1024 random 100"
+  [soak]="0"
 )
 
 for name in $(echo "${!ARGS[@]}" | tr ' ' '\n' | sort); do

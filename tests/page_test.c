@@ -12,14 +12,14 @@
 static hz_block_t *pop(hz_page_t *page) {
   hz_block_t *b = page->free;
   if (b != NULL) {
-    page->free = b->next;
+    page->free = hz_block_next(b);
     page->used++;
   }
   return b;
 }
 
 static void push_local(hz_page_t *page, hz_block_t *b) {
-  b->next = page->local_free;
+  hz_block_set_next(b, page->local_free);
   page->local_free = b;
   page->used--;
 }
