@@ -124,6 +124,13 @@ ALLOCATORS = [
 ]
 PEER_PACKAGES = ["libc6", "libmimalloc2.0", "libjemalloc2", "libtcmalloc-minimal4",
                  "redis-server", "redis-tools", "python3-matplotlib"]
+# The programs of the apps family (bench/apps.py) and their packages.
+APPS_PROGRAMS = {"sqlite": ("sqlite3", "sqlite3"), "python": ("python3", "python3"),
+                 "ruby": ("ruby", "ruby"), "lua": ("lua5.4", "lua5.4"),
+                 "z3": ("z3", "z3"), "ghostscript": ("gs", "ghostscript"),
+                 "gcc": ("gcc", "gcc"), "sort": ("sort", "coreutils"),
+                 "rocksdb": ("db_bench", "rocksdb-tools"), "git": ("git", "git")}
+PEER_PACKAGES += sorted({p for _, p in APPS_PROGRAMS.values()} | {"time"})
 HZ = "hakozuna"
 
 
@@ -240,6 +247,18 @@ REAL = [
     # (benchmark, variant, script under bench/, its arguments after the
     #  library, est. s/run, in default set?)
     ("redis", "", "redis_bench.sh", [], 2.3, True),
+    # apps.sh LIB CASE: a program from Debian's archive on a generated input,
+    # its output checked (bench/apps.py); two in the default set
+    ("apps", "sqlite", "apps.sh", ["sqlite"], 3.0, True),
+    ("apps", "python", "apps.sh", ["python"], 4.5, False),
+    ("apps", "ruby", "apps.sh", ["ruby"], 3.2, False),
+    ("apps", "lua", "apps.sh", ["lua"], 4.8, False),
+    ("apps", "z3", "apps.sh", ["z3"], 10.0, False),
+    ("apps", "ghostscript", "apps.sh", ["ghostscript"], 2.5, False),
+    ("apps", "gcc", "apps.sh", ["gcc"], 11.5, False),
+    ("apps", "sort", "apps.sh", ["sort"], 3.3, True),
+    ("apps", "rocksdb", "apps.sh", ["rocksdb"], 5.7, False),
+    ("apps", "git", "apps.sh", ["git"], 6.0, False),
     # hot_pair_count.sh LIB PATTERN MIN MAX: callgrind instructions per pair
     ("hot_pair", "lifo-8-64", "hot_pair_count.sh", ["lifo", 8, 64], 2.0, True),
     ("hot_pair", "random-16-1024", "hot_pair_count.sh", ["random", 16, 1024], 2.5, True),
@@ -658,6 +677,13 @@ def check_programs(cases, args):
                 if absent:
                     skipped_real.append((c, "not installed: %s (apt-get install "
                                          "redis-server redis-tools)" % ", ".join(absent)))
+            elif c.bench == "apps":
+                prog, package = APPS_PROGRAMS[c.variant]
+                for name, pkg in ((prog, package), ("time", "time")):
+                    if not shutil_which(name):
+                        skipped_real.append((c, "not installed: %s (apt-get install %s)"
+                                             % (name, pkg)))
+                        break
             elif c.bench == "hot_pair" and not shutil_which("valgrind"):
                 skipped_real.append((c, "valgrind not installed (apt-get install "
                                      "valgrind)"))

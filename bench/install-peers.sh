@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the Debian packages the benchmark harness needs, if missing:
 # the peer allocators (mimalloc, jemalloc, tcmalloc), matplotlib for the
-# charts, and redis-server/redis-tools for the real-program benchmark.
+# charts, redis-server/redis-tools and the programs of the apps family for
+# the real-program benchmarks.
 #
 #   bench/install-peers.sh          install what is missing (needs root or sudo)
 #   bench/install-peers.sh --check  only list what is missing; exit 1 if anything is
@@ -11,7 +12,9 @@
 set -uo pipefail
 
 packages=(libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 python3-matplotlib
-          redis-server redis-tools)
+          redis-server redis-tools
+          # the apps family (bench/apps.py)
+          sqlite3 ruby lua5.4 z3 ghostscript gcc coreutils rocksdb-tools git time)
 
 missing=()
 for p in "${packages[@]}"; do
