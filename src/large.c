@@ -38,6 +38,10 @@
  * mostly written from its start, so what huge pages add to its resident
  * memory is bounded by the one 2 MiB page at its written end. */
 #define LARGE_HUGE_MIN ((size_t)4 << 20)
+/* Dirty cached bytes a cache miss leaves resident (or the request's size,
+ * if larger): enough for the blocks a program reuses, not for buffers it
+ * has left behind. */
+#define LARGE_DIRTY_KEEP ((size_t)64 << 20)
 
 typedef struct {
   hz_segment_t *newest; /* linked by next (towards older) / prev */
@@ -195,6 +199,7 @@ static hz_segment_t *cache_take(size_t need) {
 static hz_segment_t *region_grow(hz_segment_t *seg, size_t map_size);
 static size_t mapping_size(size_t need);
 static void unmap_region(hz_segment_t *seg);
+static void purge_dirty_over(size_t keep);
 
 /* A cached mapping for `need` bytes, grown with mremap if it is smaller. */
 static hz_segment_t *cache_reuse(size_t need) {
@@ -272,6 +277,7 @@ void *hz_large_alloc(size_t size, size_t align, bool zero) {
     if (zero && !seg->zeroed) memset(block, 0, size);
     hz_stats_count_large_reuse();
   } else {
+    purge_dirty_over(need > LARGE_DIRTY_KEEP ? need : LARGE_DIRTY_KEEP);
     seg = map_region(mapping_size(need), map_align, offset);
     if (seg == NULL) {
       errno = ENOMEM;
@@ -405,8 +411,22 @@ void hz_large_unmap_cached(void) {
   unmap_regions(victims);
 }
 
-/* Each due mapping leaves the cache while its memory is discarded, so no
- * madvise runs under the lock, then comes back as purged. */
+/* The oldest dirty mapping leaves the cache (under the lock, held on
+ * entry and released here) while its memory is discarded, so no madvise
+ * runs under the lock, then comes back as purged. */
+static void purge_oldest_locked(void) {
+  hz_segment_t *seg = dirty_queue.first;
+  cache_unlink(seg);
+  publish_next_due();
+  hz_unlock(&large_lock);
+  seg->zeroed = discard_region(seg); /* not with MADV_FREE */
+  seg->dirty_slices = 0;
+  seg->touched = HZ_SEGMENT_HEADER_SIZE;
+  hz_lock(&large_lock);
+  cache_link(seg, 0);
+  hz_unlock(&large_lock);
+}
+
 uint64_t hz_large_purge(uint64_t now, bool force) {
   for (;;) {
     hz_lock(&large_lock);
@@ -415,15 +435,23 @@ uint64_t hz_large_purge(uint64_t now, bool force) {
       hz_unlock(&large_lock);
       return atomic_load_explicit(&large_next_due, memory_order_relaxed);
     }
-    cache_unlink(seg);
-    publish_next_due();
-    hz_unlock(&large_lock);
-    seg->zeroed = discard_region(seg); /* not with MADV_FREE */
-    seg->dirty_slices = 0;
-    seg->touched = HZ_SEGMENT_HEADER_SIZE;
+    purge_oldest_locked();
+  }
+}
+
+/* A request the cache could not serve is about to fault in fresh memory:
+ * the cached memory that could not serve it must not stay resident beside
+ * it. Purge the oldest dirty mappings until at most `keep` bytes are dirty
+ * (a program that frees a 256 MiB buffer and then asks for two of 128 MiB
+ * holds 256 MiB, not 512). */
+static void purge_dirty_over(size_t keep) {
+  for (;;) {
     hz_lock(&large_lock);
-    cache_link(seg, 0);
-    hz_unlock(&large_lock);
+    if (large_dirty_bytes <= keep || dirty_queue.first == NULL) {
+      hz_unlock(&large_lock);
+      return;
+    }
+    purge_oldest_locked();
   }
 }
 
