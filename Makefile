@@ -18,7 +18,7 @@ test:
 	$(MAKE) all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# `make bench` runs the default comparison (about 10 minutes);
+# `make bench` runs the default comparison (about 12 minutes);
 # `make bench ARGS="--full"` the whole matrix; ARGS="--help" for the rest.
 bench: all
 	/usr/bin/python3 bench/harness.py $(ARGS)
