@@ -96,9 +96,16 @@ static size_t api_checked_size(const void *p, const api_block_t *b) {
   return hz_check_canary_verify(p, b->room, b->cls);
 }
 
-/* Locate p and check its canary; false (reported) if p is no block. */
-static bool api_debug_check(const void *p, const char *what, api_block_t *b,
-                            size_t *size) {
+/* Locate p (false, reported, if it is no block) and its size: in debug
+ * the size asked for, after checking the canary (quietly: it reads bytes
+ * memcheck does not count as the caller's), elsewhere the room. */
+static bool api_find(const void *p, const char *what, api_block_t *b,
+                     size_t *size) {
+  if (!HZ_CANARY) {
+    bool ok = api_locate(p, what, b);
+    if (ok) *size = b->room;
+    return ok;
+  }
   hz_tool_quiet(true);
   bool ok = api_locate(p, what, b);
   if (ok) *size = api_checked_size(p, b);
@@ -109,7 +116,7 @@ static bool api_debug_check(const void *p, const char *what, api_block_t *b,
 static void api_debug_free(void *p) {
   api_block_t b;
   size_t size;
-  if (p == NULL || !api_debug_check(p, "invalid free", &b, &size)) return;
+  if (p == NULL || !api_find(p, "invalid free", &b, &size)) return;
   hz_tool_freed(p); /* before another thread can have it again */
   hz_tool_quiet(true);
   hz_check_fill_freed(p, b.room);
@@ -137,14 +144,11 @@ HZ_EXPORT void hz_free(void *ptr) {
  * (realloc keeps a block down to half). Debug knows the size asked for. */
 static void api_check_sized(void *ptr, size_t size, bool aligned) {
   api_block_t b;
-  size_t asked;
+  size_t known;
+  if (ptr == NULL || !api_find(ptr, "invalid free", &b, &known)) return;
   bool wrong;
-  if (HZ_CANARY) {
-    if (ptr == NULL || !api_debug_check(ptr, "invalid free", &b, &asked))
-      return;
-    wrong = asked != size;
-  } else if (ptr == NULL || !api_locate(ptr, "invalid free", &b))
-    return;
+  if (HZ_CANARY)
+    wrong = known != size;
   else
     wrong =
         size > b.room || (b.cls != 0 && !aligned && !b.aligned &&
@@ -189,14 +193,9 @@ HZ_EXPORT void *hz_calloc(size_t count, size_t size) {
 HZ_EXPORT size_t hz_usable_size(const void *ptr) {
   api_block_t b;
   size_t size;
-  if (HZ_CANARY)
-    return ptr != NULL &&
-                   api_debug_check(ptr, "invalid malloc_usable_size", &b, &size)
-               ? size
-               : 0;
-  if (ptr == NULL || !api_locate(ptr, "invalid malloc_usable_size", &b))
+  if (ptr == NULL || !api_find(ptr, "invalid malloc_usable_size", &b, &size))
     return 0;
-  return b.room;
+  return size;
 }
 
 /* Debug: always a fresh block, so the canary moves with the size. */
@@ -215,14 +214,12 @@ HZ_EXPORT void *hz_realloc(void *ptr, size_t size) {
     return NULL;
   }
   api_block_t b;
-  size_t asked = 0;
-  bool found = HZ_CANARY ? api_debug_check(ptr, "invalid realloc", &b, &asked)
-                         : api_locate(ptr, "invalid realloc", &b);
-  if (!found) {
+  size_t known;
+  if (!api_find(ptr, "invalid realloc", &b, &known)) {
     errno = ENOMEM;
     return NULL;
   }
-  if (HZ_CANARY) return api_realloc_copy(ptr, size, asked);
+  if (HZ_CANARY) return api_realloc_copy(ptr, size, known);
   /* Large to large: resize the mapping, no copy. */
   if (b.cls == 0 && size > HZ_SMALL_MAX) {
     void *moved = hz_large_realloc(hz_segment_base(ptr), ptr, size);

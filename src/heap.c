@@ -554,9 +554,7 @@ static void *heap_malloc_small(hz_heap_t *heap, size_t size) {
   hz_bin_t *bin = &heap->bins[cls];
   void *block = NULL;
   if (bin->top != bin->base || heap_refill(heap, cls)) {
-    bin->allocs++;
-    block = hz_check_handing_out(*--bin->top, cls);
-    if (HZ_VALGRIND) *bin->top = NULL; /* as in hz_heap_malloc_class */
+    block = hz_bin_pop(bin, bin->top, cls);
     heap_publish_counts(heap, cls, false);
   }
   heap_leave(heap);

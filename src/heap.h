@@ -141,16 +141,22 @@ void hz_heap_free_full_bin(hz_heap_t *heap, hz_page_t *page, void *p);
  * start there. */
 void hz_heap_bad_free(const hz_page_t *page, const void *p);
 
+/* Hand out the block below `top` (the bin's top, which holds one) of
+ * class `cls`: the one pop of the fast and slow paths. */
+HZ_INLINE void *hz_bin_pop(hz_bin_t *bin, void **top, unsigned cls) {
+  bin->top = --top;
+  bin->allocs++;
+  void *block = *top;
+  if (HZ_VALGRIND) *top = NULL; /* memcheck's leak check sees no stale copy */
+  return hz_check_handing_out(block, cls);
+}
+
 /* Pop a block of class `cls`, or take the slow path. */
 HZ_INLINE void *hz_heap_malloc_class(hz_heap_t *heap, size_t cls, size_t size) {
   hz_bin_t *bin = &heap->bins[cls];
   void **top = bin->top;
   if (HZ_UNLIKELY(top <= bin->base)) return hz_heap_malloc_slow(size, heap);
-  bin->top = --top;
-  bin->allocs++;
-  void *block = *top;
-  if (HZ_VALGRIND) *top = NULL; /* memcheck's leak check sees no stale copy */
-  return hz_check_handing_out(block, (unsigned)cls);
+  return hz_bin_pop(bin, top, (unsigned)cls);
 }
 
 /* hz_sizeclass_of written out, so each size range costs one compare. The
