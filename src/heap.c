@@ -169,7 +169,8 @@ void hz_heap_init(hz_heap_t *heap) {
  * ------------------------------------------------------------------------- */
 static const uint8_t spare_max[HZ_HEAP_SPARE_KINDS] = {
     [HZ_SEGMENT_SMALL] = 4,  /* 256 KiB */
-    [HZ_SEGMENT_MEDIUM] = 2, /* 1 MiB */
+    [HZ_SEGMENT_MEDIUM] = 2, /* 256 KiB */
+    [HZ_SEGMENT_WIDE] = 2,   /* 1 MiB */
     [HZ_SEGMENT_BIG] = 1,
 };
 

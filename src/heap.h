@@ -44,10 +44,10 @@ typedef enum {
   HZ_HEAP_ABANDONED /* left behind in a fork child; never used again */
 } hz_heap_state_t;
 
-/* Empty pages a heap keeps per page kind (small, medium, big) so that a
+/* Empty pages a heap keeps per page kind (small, medium, wide, big) so that a
  * class which empties and refills pages does not go through the segment
  * lock (and the kernel) each time. */
-#define HZ_HEAP_SPARE_KINDS 3
+#define HZ_HEAP_SPARE_KINDS 4
 
 /* Bin capacity: HZ_BIN_SLOTS blocks, or fewer for big blocks so a bin
  * holds at most about HZ_BIN_BYTES. */

@@ -24,7 +24,7 @@ static option_entry_t option_table[HZ_OPTION_COUNT] = {
     [HZ_OPTION_VERBOSE] = {"VERBOSE", HZ_OPTION_BOOL, 0,
                            "print the effective options at start-up"},
     [HZ_OPTION_PURGE_DELAY_MS] =
-        {"PURGE_DELAY_MS", HZ_OPTION_MS, 1000,
+        {"PURGE_DELAY_MS", HZ_OPTION_MS, 100,
          "ms free memory waits before it is given back (0 at once, -1 "
          "never)"},
     [HZ_OPTION_PURGE_MADV_FREE] = {"PURGE_MADV_FREE", HZ_OPTION_BOOL, 0,

@@ -73,6 +73,7 @@ void hz_segment_guard(hz_segment_t *seg, size_t map_size) {
 hz_segment_kind_t hz_segment_kind_for(size_t block_size) {
   if (block_size <= HZ_SMALL_BLOCK_MAX) return HZ_SEGMENT_SMALL;
   if (block_size <= HZ_MEDIUM_BLOCK_MAX) return HZ_SEGMENT_MEDIUM;
+  if (block_size <= HZ_WIDE_BLOCK_MAX) return HZ_SEGMENT_WIDE;
   return HZ_SEGMENT_BIG;
 }
 
@@ -84,6 +85,7 @@ static unsigned segment_page_shift(hz_segment_kind_t kind) {
   switch (kind) {
   case HZ_SEGMENT_SMALL: return HZ_SMALL_PAGE_SHIFT;
   case HZ_SEGMENT_MEDIUM: return HZ_MEDIUM_PAGE_SHIFT;
+  case HZ_SEGMENT_WIDE: return HZ_WIDE_PAGE_SHIFT;
   default: return HZ_SEGMENT_SHIFT;
   }
 }

@@ -18,7 +18,8 @@
 
 typedef enum {
   HZ_SEGMENT_SMALL,  /* 64 KiB pages */
-  HZ_SEGMENT_MEDIUM, /* 512 KiB pages */
+  HZ_SEGMENT_MEDIUM, /* 128 KiB pages */
+  HZ_SEGMENT_WIDE,   /* 512 KiB pages */
   HZ_SEGMENT_BIG,    /* one page spanning the segment */
   HZ_SEGMENT_LARGE,  /* one large block, owned by the large box */
   HZ_SEGMENT_KINDS

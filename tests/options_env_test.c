@@ -7,7 +7,7 @@
  *   - HZ_VERBOSE=1 prints one line "hakozuna: option HZ_<NAME>=<value>
  *     (<description>)" per option, each option exactly once, all of them
  *     by the time the first allocation returns, with the defaults
- *     (PURGE_DELAY_MS 1000, LARGE_CACHE_MAX between 64 MiB and 1 GiB, ...);
+ *     (PURGE_DELAY_MS 100, LARGE_CACHE_MAX between 64 MiB and 1 GiB, ...);
  *   - without HZ_VERBOSE nothing of the kind is printed;
  *   - good values show up parsed (250, 128M = 134217728, on/off/yes/FALSE,
  *     a path for HZ_STATS_JSON);
@@ -191,7 +191,7 @@ int main(int argc, char **argv) {
     expect_option_lines(label, r.err);
     expect_value(label, r.err, "SHOW_STATS", "0");
     expect_value(label, r.err, "VERBOSE", "1");
-    expect_value(label, r.err, "PURGE_DELAY_MS", "1000");
+    expect_value(label, r.err, "PURGE_DELAY_MS", "100");
     expect_value(label, r.err, "PURGE_MADV_FREE", "0");
     expect_value(label, r.err, "PURGE_THREAD", "1");
     expect_value(label, r.err, "THP", "1");
@@ -243,8 +243,8 @@ int main(int argc, char **argv) {
         label, (const char *const[]){"HZ_VERBOSE=1", "HZ_PURGE_DELAY_MS=soon",
                                      "HZ_LARGE_CACHE_MAX=12x", NULL});
     expect_option_lines(label, r.err);
-    expect_warning(label, r.err, "PURGE_DELAY_MS", "soon", "1000");
-    expect_value(label, r.err, "PURGE_DELAY_MS", "1000");
+    expect_warning(label, r.err, "PURGE_DELAY_MS", "soon", "100");
+    expect_value(label, r.err, "PURGE_DELAY_MS", "100");
     if (large_default[0] != 0) {
       expect_warning(label, r.err, "LARGE_CACHE_MAX", "12x", large_default);
       expect_value(label, r.err, "LARGE_CACHE_MAX", large_default);
@@ -258,7 +258,7 @@ int main(int argc, char **argv) {
         run(label, (const char *const[]){
                        "HZ_PURGE_DELAY_MS=", "HZ_SHOW_STATS=maybe", NULL});
     expect_no_option_lines(label, r.err);
-    expect_warning(label, r.err, "PURGE_DELAY_MS", "", "1000");
+    expect_warning(label, r.err, "PURGE_DELAY_MS", "", "100");
     expect_warning(label, r.err, "SHOW_STATS", "maybe", "0");
     expect_stats_report(label, r.err, false);
     free(r.err);
@@ -274,8 +274,8 @@ int main(int argc, char **argv) {
                                          "HZ_PURGE_THREAD=-1",
                                          "HZ_PURGE_MADV_FREE=5", NULL});
     expect_option_lines(label, r.err);
-    expect_warning(label, r.err, "PURGE_DELAY_MS", "-5", "1000");
-    expect_value(label, r.err, "PURGE_DELAY_MS", "1000");
+    expect_warning(label, r.err, "PURGE_DELAY_MS", "-5", "100");
+    expect_value(label, r.err, "PURGE_DELAY_MS", "100");
     if (large_default[0] != 0) {
       expect_warning(label, r.err, "LARGE_CACHE_MAX", "-1", large_default);
       expect_value(label, r.err, "LARGE_CACHE_MAX", large_default);
@@ -292,7 +292,7 @@ int main(int argc, char **argv) {
         label, (const char *const[]){"HZ_PURGE_DELAY_MS=-9223372036854775808",
                                      "HZ_SHOW_STATS=2", "HZ_VERBOSE=on", NULL});
     expect_warning(label, r.err, "PURGE_DELAY_MS", "-9223372036854775808",
-                   "1000");
+                   "100");
     expect_warning(label, r.err, "SHOW_STATS", "2", "0");
     expect_stats_report(label, r.err, false);
     free(r.err);

@@ -22,7 +22,7 @@
  *     CHURN_PEAK above the start and, after malloc_trim(0), must be back
  *     within RSS_SLACK.
  * The purge delay comes from HZ_PURGE_DELAY_MS (CTest sets 200 ms), as the
- * allocator reads it; the default is 1000 ms. Under a sanitizer RSS is
+ * allocator reads it; the default is 100 ms. Under a sanitizer RSS is
  * printed but not enforced. */
 #define _GNU_SOURCE
 #include <malloc.h>
@@ -70,7 +70,7 @@ static void sleep_ms(long ms) {
 
 static long purge_delay_ms(void) {
   const char *text = getenv("HZ_PURGE_DELAY_MS");
-  return text != NULL ? strtol(text, NULL, 10) : 1000;
+  return text != NULL ? strtol(text, NULL, 10) : 100;
 }
 
 static bool rss_within(size_t rss, size_t base, size_t slack) {
