@@ -2,13 +2,17 @@
  * is visible at a glance; the unit test checks both directions. */
 #include "sizeclass.h"
 
-/* 1..8: 16..128 by 16; then 4 per doubling: 160 192 224 256 | 320 ... */
+/* 1..8: 16..128 by 16; then 4 per doubling: 160 192 224 256 | 320 ...,
+ * except 8 from 4 KiB to 8 KiB, where a page-sized buffer with a small
+ * header (4096 + 272 in sqlite's page cache) would otherwise waste a
+ * sixth of its block. */
 // clang-format off
 #define CLASS_SIZES(X)                                                         \
   X(16) X(32) X(48) X(64) X(80) X(96) X(112) X(128)                            \
   X(160) X(192) X(224) X(256) X(320) X(384) X(448) X(512)                      \
   X(640) X(768) X(896) X(1024) X(1280) X(1536) X(1792) X(2048)                 \
-  X(2560) X(3072) X(3584) X(4096) X(5120) X(6144) X(7168) X(8192)              \
+  X(2560) X(3072) X(3584) X(4096)                                              \
+  X(4608) X(5120) X(5632) X(6144) X(6656) X(7168) X(7680) X(8192)              \
   X(10240) X(12288) X(14336) X(16384) X(20480) X(24576) X(28672) X(32768)      \
   X(40960) X(49152) X(57344) X(65536) X(81920) X(98304) X(114688) X(131072)    \
   X(163840) X(196608) X(229376) X(262144)
@@ -29,7 +33,8 @@ const uint64_t hz_class_divisor[HZ_CLASS_COUNT] = {0,
                                                    CLASS_SIZES(DIVISOR_ENTRY)};
 
 /* hz_class_lut[(size + 15) / 16] for size <= 32768: above 1024 each class
- * spans 16 entries per power of two of its size over 1024. */
+ * spans 16 entries per power of two of its size over 1024, but half as
+ * many from 4 KiB to 8 KiB. */
 #define R16(c)  c, c, c, c, c, c, c, c, c, c, c, c, c, c, c, c,
 #define R32(c)  R16(c) R16(c)
 #define R64(c)  R32(c) R32(c)
@@ -47,7 +52,8 @@ const uint8_t hz_class_lut[HZ_CLASS_LUT_MAX / 16 + 1] = {
     20, 20, 20, 20, 20, 20, 20, 20, /* ..1024 */
     R16(21) R16(22) R16(23) R16(24)     /* ..2048 */
     R32(25) R32(26) R32(27) R32(28)     /* ..4096 */
-    R64(29) R64(30) R64(31) R64(32)     /* ..8192 */
-    R128(33) R128(34) R128(35) R128(36) /* ..16384 */
-    R256(37) R256(38) R256(39) R256(40) /* ..32768 */
+    R32(29) R32(30) R32(31) R32(32)     /* ..6144 */
+    R32(33) R32(34) R32(35) R32(36)     /* ..8192 */
+    R128(37) R128(38) R128(39) R128(40) /* ..16384 */
+    R256(41) R256(42) R256(43) R256(44) /* ..32768 */
 };
