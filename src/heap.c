@@ -464,14 +464,14 @@ static bool heap_has_incoming(hz_heap_t *heap) {
 /* ---------------------------------------------------------------------------
  * Allocating
  * ------------------------------------------------------------------------- */
-/* A page for class `cls` with free blocks: a spare page, or a fresh one
- * from the segments. */
+/* A page for class `cls` with room: a spare page, or a fresh one from the
+ * segments. */
 static hz_page_t *heap_new_page(hz_heap_t *heap, uint8_t cls) {
   hz_segment_kind_t kind = hz_segment_kind_for(hz_sizeclass_block_size(cls));
   hz_page_t *page = heap_spare_take(heap, kind, cls);
   if (page != NULL && page->class_id == cls) {
     hz_page_collect(page);
-    if (page->free != NULL || hz_page_extend(page)) return page;
+    if (hz_page_has_room(page)) return page;
   }
   if (page == NULL) {
     hz_thread_reclaim_pooled();
@@ -480,7 +480,6 @@ static hz_page_t *heap_new_page(hz_heap_t *heap, uint8_t cls) {
     HZ_SHARED_ADD(heap->stats.pages_acquired, 1);
   }
   hz_page_init(page, heap, cls);
-  hz_page_extend(page);
   return page;
 }
 
@@ -490,9 +489,9 @@ static void heap_move_to_front(hz_page_queue_t *q, hz_page_t *page) {
   queue_push_front(q, page);
 }
 
-/* A page of class `cls` with a free block, now first in its queue. Blocks
- * already freed are reused before fresh ones are carved, so memory is
- * touched only when the class really needs more. */
+/* A page of class `cls` with a free block or room to carve one, now first
+ * in its queue. Blocks already freed are reused before fresh ones are
+ * carved, so memory is touched only when the class really needs more. */
 static hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls) {
   hz_page_queue_t *q = &heap->queues[cls];
   hz_page_t *extendable = NULL;
@@ -514,13 +513,44 @@ static hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls) {
     page = next;
   }
   if (extendable != NULL) {
-    hz_page_extend(extendable);
     heap_move_to_front(q, extendable);
     return extendable;
   }
   page = heap_new_page(heap, cls);
   if (page != NULL) queue_push_front(q, page);
   return page;
+}
+
+/* Move up to `room` blocks from the page's free list onto the bin, the
+ * list's first block on top: malloc then hands them out in list order,
+ * newest first. Returns how many. */
+static uint32_t heap_take_free(hz_bin_t *bin, hz_page_t *page, size_t room) {
+  void **slot = bin->top + room;
+  hz_block_t *block = page->free;
+  while (block != NULL && slot > bin->top) {
+    *--slot = block;
+    block = hz_page_next(page, block);
+  }
+  page->free = block;
+  uint32_t taken = (uint32_t)(bin->top + room - slot);
+  if (slot > bin->top) /* the list ran out first */
+    memmove(bin->top, slot, taken * sizeof *slot);
+  bin->top += taken;
+  return taken;
+}
+
+/* Carve up to `room` fresh blocks onto the bin, the lowest address on top:
+ * malloc hands them out in address order, which hardware prefetchers
+ * follow. Returns how many. */
+static uint32_t heap_take_fresh(hz_bin_t *bin, hz_page_t *page, size_t room) {
+  uint32_t n = hz_page_carve(page, bin->top, (uint32_t)room);
+  for (uint32_t i = 0; i < n / 2; i++) {
+    void *t = bin->top[i];
+    bin->top[i] = bin->top[n - 1 - i];
+    bin->top[n - 1 - i] = t;
+  }
+  bin->top += n;
+  return n;
 }
 
 /* Fill the bin of `cls` half way from its pages; false if out of memory. */
@@ -531,14 +561,9 @@ static bool heap_refill(hz_heap_t *heap, uint8_t cls) {
   while (bin->top < want) {
     hz_page_t *page = heap_find_page(heap, cls);
     if (page == NULL) break;
-    hz_block_t *block = page->free;
-    uint32_t taken = 0;
-    for (; block != NULL && bin->top < want; taken++) {
-      hz_block_t *next = hz_page_next(page, block);
-      *bin->top++ = block;
-      block = next;
-    }
-    page->free = block;
+    size_t room = (size_t)(want - bin->top);
+    uint32_t taken = page->free != NULL ? heap_take_free(bin, page, room)
+                                        : heap_take_fresh(bin, page, room);
     HZ_SHARED_SET(page->used, (uint16_t)(page->used + taken));
     hz_page_check(page);
     HZ_ASSERT(bin->top <= bin->limit);

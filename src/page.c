@@ -7,11 +7,6 @@
 #include "os.h"
 #include "sizeclass.h"
 
-/* Carve at most this many bytes of fresh blocks at a time, so a page's
- * memory is touched only as it is needed. */
-#define PAGE_EXTEND_BYTES      ((size_t)4 << 10)
-#define PAGE_EXTEND_MIN_BLOCKS 4
-
 void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id) {
   size_t block_size = hz_sizeclass_block_size(class_id);
   hz_page_set_heap(page, heap);
@@ -33,41 +28,28 @@ void hz_page_collect(hz_page_t *page) {
   }
 }
 
-/* Link `count` fresh blocks from `first` in front of the free list: in
- * address order, or shuffled in the secure variants so that where the
- * next block lands cannot be predicted from the last. */
-static void page_link_fresh(hz_page_t *page, uint8_t *first, size_t count) {
-  size_t size = page->block_size;
-  uint16_t order[PAGE_EXTEND_BYTES / 16];
-  for (size_t i = 0; i < count; i++)
-    order[i] = (uint16_t)i;
-  if (HZ_SECURE)
-    for (size_t i = count - 1; i > 0; i--) {
-      size_t j = hz_check_random() % (i + 1);
-      uint16_t t = order[i];
-      order[i] = order[j];
-      order[j] = t;
-    }
-  hz_block_t *head = page->free;
-  for (size_t i = count; i-- > 0;) {
-    hz_block_t *block = (hz_block_t *)(first + order[i] * size);
-    hz_block_set_next(block, head);
-    if (HZ_SECURE) ((uintptr_t *)block)[1] = hz_check_mark(block);
-    head = block;
+/* Secure variants: the order in which fresh blocks are handed out is not
+ * predictable from the last one, and each carries the free mark. */
+static void page_secure_fresh(void **out, uint32_t n) {
+  for (uint32_t i = n; i-- > 1;) {
+    uint32_t j = (uint32_t)(hz_check_random() % (i + 1));
+    void *t = out[i];
+    out[i] = out[j];
+    out[j] = t;
   }
-  page->free = head;
+  for (uint32_t i = 0; i < n; i++)
+    ((uintptr_t *)out[i])[1] = hz_check_mark(out[i]);
 }
 
-bool hz_page_extend(hz_page_t *page) {
-  if (page->capacity >= page->reserved) return false;
-  size_t size = page->block_size;
-  size_t count = PAGE_EXTEND_BYTES / size;
-  if (count < PAGE_EXTEND_MIN_BLOCKS) count = PAGE_EXTEND_MIN_BLOCKS;
-  size_t left = (size_t)page->reserved - page->capacity;
-  if (count > left) count = left;
-  page_link_fresh(page, page->start + (size_t)page->capacity * size, count);
-  page->capacity += (uint16_t)count;
-  return true;
+uint32_t hz_page_carve(hz_page_t *page, void **out, uint32_t max) {
+  uint32_t left = (uint32_t)page->reserved - page->capacity;
+  uint32_t n = max < left ? max : left;
+  uint8_t *first = page->start + (size_t)page->capacity * page->block_size;
+  for (uint32_t i = 0; i < n; i++)
+    out[i] = first + (size_t)i * page->block_size;
+  if (HZ_SECURE) page_secure_fresh(out, n);
+  page->capacity = (uint16_t)(page->capacity + n);
+  return n;
 }
 
 void hz_page_bad_link(const hz_page_t *page, const hz_block_t *block) {

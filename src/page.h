@@ -72,8 +72,15 @@ _Static_assert(sizeof(hz_page_t) == 64, "page descriptor is one cache line");
 void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id);
 /* Move local_free onto free (when free is empty). */
 void hz_page_collect(hz_page_t *page);
-/* Carve more never-used blocks onto free; false if the page is exhausted. */
-bool hz_page_extend(hz_page_t *page);
+/* Carve up to `max` never-used blocks, their addresses into `out` (in
+ * address order; shuffled in the secure variants); returns how many. The
+ * caller holds them as used. Release writes nothing into the blocks, so
+ * memory is first touched by the program that gets it. */
+uint32_t hz_page_carve(hz_page_t *page, void **out, uint32_t max);
+
+HZ_INLINE bool hz_page_has_room(const hz_page_t *page) {
+  return page->free != NULL || page->capacity < page->reserved;
+}
 /* Give back the memory of the page's free blocks (all but each block's
  * first word, whole OS pages only) and of its part never carved into
  * blocks, keeping the page in use. Owner (or a collector holding the

@@ -1,4 +1,6 @@
-/* page: extending a page carves distinct in-bounds blocks, collect moves
+/* page: carving a page yields distinct in-bounds blocks (in address order
+ * in release, each batch a shuffle of its addresses in the secure
+ * variants) until it is exhausted, collect moves
  * local frees back for reuse, block_of finds the block of interior
  * pointers, and the list invariant holds throughout. Runs on a page from a
  * real segment, driven directly (no heap). */
@@ -47,14 +49,21 @@ static void exercise_class(uint8_t cls) {
   static hz_block_t *blocks[70000];
   size_t n = 0;
   for (;;) {
-    hz_page_collect(page);
-    if (page->free == NULL && !hz_page_extend(page)) break;
-    hz_block_t *b = pop(page);
-    CHECK(b != NULL);
-    CHECK(hz_page_is_block_start(page, b));
-    CHECK(((uintptr_t)b & 15) == 0);
-    memset(b, 0x5a, size); /* whole block is ours to write */
-    blocks[n++] = b;
+    void *got[5];
+    uint32_t k = hz_page_carve(page, got, 5);
+    if (k == 0) break;
+    page->used = (uint16_t)(page->used + k);
+    uint8_t *lowest = page->start + (size_t)(page->capacity - k) * size;
+    for (uint32_t i = 0; i < k; i++) {
+      hz_block_t *b = got[i];
+      CHECK(hz_page_is_block_start(page, b));
+      CHECK(((uintptr_t)b & 15) == 0);
+      /* the batch is the next k blocks of the page */
+      CHECK((uint8_t *)b >= lowest && (uint8_t *)b < lowest + (size_t)k * size);
+      if (!HZ_SECURE) CHECK((uint8_t *)b == lowest + (size_t)i * size);
+      memset(b, 0x5a, size); /* whole block is ours to write */
+      blocks[n++] = b;
+    }
     hz_page_check(page);
   }
   CHECK_MSG(n == page->reserved, "class %u: %zu blocks, reserved %u", cls, n,
