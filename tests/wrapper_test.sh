@@ -2,7 +2,9 @@
 # bin/hakozuna runs a command with hakozuna preloaded, or not at all: a
 # library the loader would skip (a path with a space, a missing or broken
 # file) stops it with one "hakozuna:" line and a non-zero exit, before the
-# command runs.
+# command runs. `stats` adds the report, `version` matches the header, each
+# command has --help, and a command line it cannot follow gets one line
+# and exit code 2.
 # Usage: wrapper_test.sh SOURCE_DIR BUILD_DIR
 set -u
 WRAPPER=$(realpath "$1/bin/hakozuna")
@@ -63,6 +65,57 @@ mkdir -p "$WORK/pre fix/bin" "$WORK/pre fix/lib"
 cp "$WRAPPER" "$WORK/pre fix/bin/hakozuna"
 cp "$LIB" "$WORK/pre fix/lib/libhakozuna.so"
 WRAPPER="$WORK/pre fix/bin/hakozuna" expect_refused "space in the install path"
+
+# stats: the command runs and the report follows it. (Not with coreutils:
+# they close stderr at exit, before the report is written.)
+out=$("$WRAPPER" stats -- perl -e 'print "ran\n"' 2>&1)
+if grep -q "^ran$" <<<"$out" && grep -q "^hakozuna: stats report" <<<"$out"; then
+  echo "ok   stats: the command ran and the report was printed"
+else
+  fail "stats: expected 'ran' and the stats report, got:"
+  head -3 <<<"$out"
+fi
+
+# version: the one in include/hakozuna.h.
+want=$(awk '/define HZ_VERSION_(MAJOR|MINOR|PATCH)/ { v = v (v ? "." : "") $3 }
+            END { print v }' "$1/include/hakozuna.h")
+got=$("$WRAPPER" version)
+if [ "$got" = "hakozuna $want" ]; then
+  echo "ok   version: $got"
+else
+  fail "version: '$got', want 'hakozuna $want'"
+fi
+
+# Every command has its own help, on stdout, with exit code 0.
+for cmd in run stats version lib; do
+  if help=$("$WRAPPER" $cmd --help) && grep -q "^usage: hakozuna $cmd" <<<"$help"; then
+    echo "ok   $cmd --help"
+  else
+    fail "$cmd --help: '$help'"
+  fi
+done
+
+# expect_misuse NAME ARGS...: exit code 2 and one "hakozuna:" line.
+expect_misuse() {
+  local name=$1
+  shift
+  "$WRAPPER" "$@" >"$WORK/out" 2>"$WORK/err"
+  local rc=$?
+  if [ "$rc" = 2 ] && [ "$(wc -l <"$WORK/err")" = 1 ] &&
+     grep -q "^hakozuna: " "$WORK/err" && [ ! -s "$WORK/out" ]; then
+    echo "ok   $name: $(cat "$WORK/err")"
+  else
+    fail "$name: exit code $rc, stderr:"
+    cat "$WORK/err"
+  fi
+}
+expect_misuse "no command"
+expect_misuse "unknown command" frobnicate
+expect_misuse "unknown option of run" run --frobnicate true
+expect_misuse "unknown option of stats" stats -x true
+expect_misuse "run with nothing to run" run
+expect_misuse "stats with nothing to run" stats --
+expect_misuse "version with an argument" version 2
 
 echo "wrapper: $failures failed"
 [ "$failures" -eq 0 ]
