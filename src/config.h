@@ -1,9 +1,10 @@
 /* Build-wide constants and helper macros shared by every box.
  *
  * Geometry: memory comes in 4 MiB segments aligned to their size; a segment
- * is cut into pages of one kind (small 64 KiB, medium 128 KiB, wide 512 KiB,
- * big = the whole segment; a page holds at least 8 blocks, page 0 of a
- * segment at least 7). Pointer -> segment is a mask, segment -> page a shift. */
+ * is cut into pages of one kind (small 64 KiB, medium 128 KiB, wide
+ * 512 KiB, big = the whole segment; a page holds at least 8 blocks, page 0
+ * of a segment at least 7). Pointer -> segment is a mask, segment -> page a
+ * shift. */
 #ifndef HZ_CONFIG_H
 #define HZ_CONFIG_H
 

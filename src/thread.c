@@ -12,11 +12,12 @@
  * single-threaded program) unless HZ_PURGE_THREAD=0 or the purge delay is
  * -1. Every quarter of the delay it runs the purge that fell due, and at
  * most every quarter second it collects the heaps of idle threads, so
- * memory comes back while the program sleeps. It blocks every signal and never allocates. It must never keep
- * a process alive: when the last thread with a heap exits (the main
- * thread called pthread_exit, or the thread a fork child was made from
- * returned), it is woken and ends too, so the process ends as it would
- * without hakozuna; a thread that gets a heap later starts it again. */
+ * memory comes back while the program sleeps. It blocks every signal and
+ * never allocates. It must never keep a process alive: when the last
+ * thread with a heap exits (the main thread called pthread_exit, or the
+ * thread a fork child was made from returned), it is woken and ends too,
+ * so the process ends as it would without hakozuna; a thread that gets a
+ * heap later starts it again. */
 #define _GNU_SOURCE
 #include "thread.h"
 
