@@ -135,6 +135,7 @@ void hz_options_init(void) {
                     text, entry->value);
   }
   if (hz_option_enabled(HZ_OPTION_VERBOSE)) hz_options_print();
+  if (hz_option_enabled(HZ_OPTION_SHOW_STATS)) hz_os_keep_report_fd();
 }
 
 long hz_option(hz_option_t option) { return option_table[option].value; }

@@ -269,9 +269,23 @@ void hz_os_sleep_ms(uint64_t ms) {
 
 const char *hz_os_getenv(const char *name) { return getenv(name); }
 
-static void os_write_all(const char *buf, size_t len) {
+/* Where reports go: stderr, or the copy of it kept at start-up. */
+static int os_report_fd = STDERR_FILENO;
+
+/* Programs may close stderr before the exit report is written (coreutils
+ * do, to catch write errors); a copy taken at start-up outlives that. The
+ * copy sits above the low numbers programs expect to be free, and closes
+ * on exec. */
+void hz_os_keep_report_fd(void) {
+  int saved = errno;
+  int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 64);
+  if (fd >= 0) os_report_fd = fd;
+  errno = saved;
+}
+
+static void os_write_all(int fd, const char *buf, size_t len) {
   while (len > 0) {
-    ssize_t n = write(STDERR_FILENO, buf, len);
+    ssize_t n = write(fd, buf, len);
     if (n <= 0) {
       if (n < 0 && errno == EINTR) continue;
       return;
@@ -281,7 +295,8 @@ static void os_write_all(const char *buf, size_t len) {
   }
 }
 
-static void os_vprint(const char *prefix, const char *fmt, va_list ap) {
+static void os_vprint(int fd, const char *prefix, const char *fmt,
+                      va_list ap) {
   char buf[512];
   int saved = errno;
   size_t len = 0;
@@ -290,21 +305,21 @@ static void os_vprint(const char *prefix, const char *fmt, va_list ap) {
   if (n > 0)
     len += (size_t)n < sizeof buf - len ? (size_t)n : sizeof buf - len - 1;
   if (prefix != NULL && len < sizeof buf - 1) buf[len++] = '\n';
-  os_write_all(buf, len);
+  os_write_all(fd, buf, len);
   errno = saved;
 }
 
 void hz_os_message(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  os_vprint("hakozuna: ", fmt, ap);
+  os_vprint(STDERR_FILENO, "hakozuna: ", fmt, ap);
   va_end(ap);
 }
 
 void hz_os_print(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  os_vprint(NULL, fmt, ap);
+  os_vprint(os_report_fd, NULL, fmt, ap);
   va_end(ap);
 }
 

@@ -64,6 +64,9 @@ uint64_t hz_os_now_ms(void);
 void hz_os_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The unprefixed form, for multi-line reports. */
 void hz_os_print(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* From now on, hz_os_print writes to a copy of stderr as it is now, which
+ * stays open when the program closes stderr. */
+void hz_os_keep_report_fd(void);
 
 /* Resident set size of the process in bytes, now and at its peak (0 if
  * unknown). */
