@@ -75,7 +75,9 @@ Allocators
   mimalloc  /usr/lib/x86_64-linux-gnu/libmimalloc.so.2        (libmimalloc2.0)
   jemalloc  /usr/lib/x86_64-linux-gnu/libjemalloc.so.2        (libjemalloc2)
   tcmalloc  /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 (libtcmalloc-minimal4)
-  NAME=/path/lib.so adds a peer (or replaces a built-in one's library).
+  NAME=/path/lib.so adds a peer (or replaces a built-in one's library);
+  NAME=/path/lib.so,VAR=VALUE,... runs it with those environment settings
+  (hakozuna-prof=build/libhakozuna.so,HZ_PROF=1: the heap profiler on).
   --peers-dir DIR adds every lib*.so in DIR, named after the file
   (libmimalloc-v3.so -> mimalloc-v3); a missing DIR is noted and skipped.
   meta.json records each allocator's library file and size.
@@ -559,6 +561,11 @@ def peers_in(directory):
     return specs
 
 
+# Environment settings an allocator runs with: NAME=/path/lib.so,VAR=VALUE
+# (e.g. hakozuna-prof=build/libhakozuna.so,HZ_PROF=1).
+ALLOCATOR_ENV = {}
+
+
 def allocator_table(args):
     """Built-in allocators plus NAME=/path ones (and those of --peers-dir),
     filtered by --allocators."""
@@ -567,6 +574,8 @@ def allocator_table(args):
         if "=" not in spec:
             sys.exit("harness: extra allocator must be NAME=/path/lib.so, got %r" % spec)
         name, path = spec.split("=", 1)
+        path, *settings = path.split(",")
+        ALLOCATOR_ENV[name] = dict(kv.split("=", 1) for kv in settings if "=" in kv)
         path = os.path.abspath(path) if path else None
         for i, (n, _) in enumerate(table):
             if n == name:
@@ -1757,6 +1766,7 @@ def main(argv):
                     eta = remaining * (elapsed / done_est) if done_est > 0 else remaining
                     prog = program_path(c, args)
                     env = dict(env_base, **c.env)
+                    env.update(ALLOCATOR_ENV.get(aname, {}))
                     if c.lib_as_arg:
                         cmd = ["bash", prog, lib or ""] + c.argv(args.scale)
                     else:
@@ -1768,7 +1778,8 @@ def main(argv):
                            len(cases) - ci - 1, fmt_dur(elapsed), fmt_dur(eta)))
                     res = run_once(cmd, env, args.timeout)
                     done_est += est + RUN_OVERHEAD_S
-                    command = "".join("%s=%s " % kv for kv in sorted(c.env.items())) + \
+                    settings = dict(c.env, **ALLOCATOR_ENV.get(aname, {}))
+                    command = "".join("%s=%s " % kv for kv in sorted(settings.items())) + \
                         ("LD_PRELOAD=%s " % lib if lib and not c.lib_as_arg else "") + \
                         " ".join(shlex.quote(os.path.relpath(x, REPO) if x.startswith(REPO)
                                              else x) for x in cmd)

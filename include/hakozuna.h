@@ -49,6 +49,12 @@ void hz_stats_print(void);
  */
 void hz_collect(bool force);
 
+/* Heap profiling (HZ_PROF=1): write the live sampled allocations as a heap
+ * profile (google-pprof's text format) to path, or to the next
+ * HZ_PROF_PREFIX.pid.seq.api.heap when path is NULL. 0 on success; -1 with
+ * errno ENOENT when the profiler is off, or the error of writing. */
+int hz_prof_dump(const char *path);
+
 #ifdef __cplusplus
 }
 #endif

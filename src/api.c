@@ -13,6 +13,7 @@
 #include "heap.h"
 #include "large.h"
 #include "options.h"
+#include "prof.h"
 #include "purge.h"
 #include "stats.h"
 #include "thread.h"
@@ -223,6 +224,8 @@ HZ_EXPORT void *hz_realloc(void *ptr, size_t size) {
   /* Large to large: resize the mapping, no copy. */
   if (b.cls == 0 && size > HZ_SMALL_MAX) {
     void *moved = hz_large_realloc(hz_segment_base(ptr), ptr, size);
+    if (HZ_UNLIKELY(hz_prof_active) && moved != NULL)
+      hz_prof_moved(ptr, moved, size);
     if (moved != NULL) return moved;
   }
   /* Keep the block when it fits and would not waste more than half. */

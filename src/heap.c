@@ -13,6 +13,7 @@
 #include "large.h"
 #include "options.h"
 #include "os.h"
+#include "prof.h"
 #include "purge.h"
 #include "thread.h"
 
@@ -162,6 +163,20 @@ void hz_heap_init(hz_heap_t *heap) {
     bin->rotate = (uint32_t)(hz_class_divisor[c] >> 32);
   }
   heap->state = HZ_HEAP_LIVE;
+  if (hz_prof_active) hz_heap_arm_sampling(heap);
+}
+
+/* The next sample of the bin's class after `skip` more blocks. */
+static void heap_sample_after(hz_bin_t *bin, uint64_t skip) {
+  uint64_t allocs = hz_bin_allocs(bin);
+  bin->sample_left = skip;
+  bin->alloc_mark = allocs + skip;
+}
+
+void hz_heap_arm_sampling(hz_heap_t *heap) {
+  for (uint8_t c = 1; c < HZ_CLASS_COUNT; c++)
+    heap_sample_after(&heap->bins[c],
+                      hz_prof_blocks_to_skip(hz_sizeclass_block_size(c)));
 }
 
 /* ---------------------------------------------------------------------------
@@ -299,9 +314,9 @@ static void heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n) {
 static void heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always) {
   hz_bin_t *bin = &heap->bins[cls];
   hz_class_counts_t *counts = &heap->counts[cls];
-  HZ_SHARED_SET(counts->allocs, bin->allocs);
+  HZ_SHARED_SET(counts->allocs, hz_bin_allocs(bin));
   HZ_SHARED_SET(counts->frees, bin->frees);
-  int64_t net = (int64_t)(bin->allocs - bin->frees);
+  int64_t net = (int64_t)(hz_bin_allocs(bin) - bin->frees);
   int64_t delta = net - counts->published;
   if (!always && delta < LIVE_PUBLISH_STEP && delta > -LIVE_PUBLISH_STEP)
     return;
@@ -355,6 +370,7 @@ static void heap_free_remote(hz_heap_t *heap, hz_page_t *page,
 
 static void heap_free_large(hz_segment_t *seg, void *p) {
   if (seg->kind == HZ_SEGMENT_LARGE && hz_large_owns(seg, p)) {
+    if (HZ_UNLIKELY(hz_prof_active)) hz_prof_forget(p, NULL);
     hz_large_free(seg);
     hz_purge_tick();
   } else if (seg->kind == HZ_SEGMENT_LARGE && hz_large_was_freed(seg, p)) {
@@ -362,6 +378,16 @@ static void heap_free_large(hz_segment_t *seg, void *p) {
   } else {
     hz_check_report("invalid free", p, "not an allocated block");
   }
+}
+
+/* A block of a page with sampled blocks is freed: the profiler forgets
+ * it, and the owner clears the flag once the page holds no sampled block
+ * (another thread cannot; the owner's next free on the page does). */
+static void heap_forget_sampled(hz_heap_t *heap, hz_page_t *page,
+                                const hz_block_t *block) {
+  uint32_t left = hz_prof_forget(block, page);
+  if (left == 0 && hz_page_heap(page) == heap)
+    hz_page_set_flag(page, HZ_PAGE_SAMPLED, false);
 }
 
 /* Every free the fast path did not finish: a page of another heap, a page
@@ -380,6 +406,8 @@ void hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
     return;
   }
   hz_check_freeing(block, page->class_id, page->block_size);
+  if (HZ_UNLIKELY(hz_page_flags(page) & HZ_PAGE_SAMPLED))
+    heap_forget_sampled(heap, page, block);
   if (heap->state == HZ_HEAP_EMPTY) {
     /* A thread that only frees gets a heap too, so its frees travel home
      * in batches like any other; past its exit handler it has none. */
@@ -571,6 +599,22 @@ static bool heap_refill(hz_heap_t *heap, uint8_t cls) {
   return bin->top > bin->base;
 }
 
+/* The block the countdown reached 0 on (it is counted): record it. */
+static void *heap_sampled(hz_heap_t *heap, void *block, size_t size) {
+  hz_page_t *page = block_page(block);
+  hz_bin_t *bin = &heap->bins[page->class_id];
+  heap_sample_after(bin, hz_prof_blocks_to_skip(page->block_size));
+  if (hz_prof_record(block, size, page->block_size, page))
+    hz_page_set_flag(page, HZ_PAGE_SAMPLED, true);
+  return block;
+}
+
+HZ_NOINLINE void *hz_heap_malloc_sampled(hz_heap_t *heap, hz_bin_t *bin,
+                                         size_t size) {
+  unsigned cls = (unsigned)(bin - heap->bins);
+  return heap_sampled(heap, hz_bin_take(bin, bin->top, cls), size);
+}
+
 static void *heap_malloc_small(hz_heap_t *heap, size_t size) {
   heap_enter(heap);
   HZ_SHARED_ADD(heap->stats.slow_mallocs, 1);
@@ -580,10 +624,13 @@ static void *heap_malloc_small(hz_heap_t *heap, size_t size) {
   hz_bin_t *bin = &heap->bins[cls];
   void *block = NULL;
   if (bin->top != bin->base || heap_refill(heap, cls)) {
-    block = hz_bin_pop(bin, bin->top, cls);
+    bin->sample_left--;
+    block = hz_bin_take(bin, bin->top, cls);
     heap_publish_counts(heap, cls, false);
   }
   heap_leave(heap);
+  if (HZ_UNLIKELY(bin->sample_left == 0) && block != NULL)
+    return heap_sampled(heap, block, size);
   return block;
 }
 
@@ -602,7 +649,9 @@ static HZ_NOINLINE void *heap_retry(hz_heap_t *heap, size_t size, size_t align,
 
 void *hz_heap_large_alloc(size_t size, size_t align, bool zero) {
   void *p = hz_large_alloc(size, align, zero);
-  return HZ_LIKELY(p != NULL) ? p : heap_retry(NULL, size, align, zero);
+  if (HZ_UNLIKELY(p == NULL)) p = heap_retry(NULL, size, align, zero);
+  if (HZ_UNLIKELY(hz_prof_active) && p != NULL) hz_prof_large(p, size);
+  return p;
 }
 
 void *hz_heap_malloc_slow(size_t size, hz_heap_t *heap) {

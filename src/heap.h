@@ -66,18 +66,25 @@ typedef enum {
  * adds them up over every heap. It keeps its class's divisor too
  * (sizeclass.h), so the free fast path checks that a pointer is a block
  * start without another cache line. 64 bytes, so a class indexes it with
- * a shift. */
+ * a shift.
+ *
+ * The allocation count is kept as a countdown, `sample_left`, which the
+ * profiler also uses: the block whose pop brings it to 0 is sampled (prof
+ * box). allocs = alloc_mark - sample_left (mod 2^64), and a sample moves
+ * both. With the profiler off it counts down from 0 and would need 2^64
+ * pops to come back. So counting and the sampling check are one
+ * decrement and one branch. */
 typedef struct {
   void **top;
   void **base;
   void **limit;
   void **stolen_end; /* a collector took the slots below this (NULL: none) */
-  uint64_t allocs;
+  uint64_t alloc_mark;
   uint64_t frees; /* remote ones included */
   /* hz_class_divisor of the class, its halves apart so each is one load */
   uint32_t inverse;
   uint32_t rotate;
-  uint64_t unused;
+  uint64_t sample_left;
 } hz_bin_t;
 
 /* What a thread counts per class off the fast path. `allocs` and `frees`
@@ -141,22 +148,33 @@ void hz_heap_free_full_bin(hz_heap_t *heap, hz_page_t *page, void *p);
  * start there. */
 void hz_heap_bad_free(const hz_page_t *page, const void *p);
 
+/* Blocks the bin's thread has handed out so far. */
+HZ_INLINE uint64_t hz_bin_allocs(const hz_bin_t *bin) {
+  return bin->alloc_mark - bin->sample_left;
+}
+
 /* Hand out the block below `top` (the bin's top, which holds one) of
- * class `cls`: the one pop of the fast and slow paths. */
-HZ_INLINE void *hz_bin_pop(hz_bin_t *bin, void **top, unsigned cls) {
+ * class `cls`, counted already. */
+HZ_INLINE void *hz_bin_take(hz_bin_t *bin, void **top, unsigned cls) {
   bin->top = --top;
-  bin->allocs++;
   void *block = *top;
   if (HZ_VALGRIND) *top = NULL; /* memcheck's leak check sees no stale copy */
   return hz_check_handing_out(block, cls);
 }
 
-/* Pop a block of class `cls`, or take the slow path. */
+/* The profiler's turn came in `bin` (which is not empty): hand out a
+ * block and record it, `size` bytes asked for. */
+void *hz_heap_malloc_sampled(hz_heap_t *heap, hz_bin_t *bin, size_t size);
+
+/* Pop a block of class `cls`, or take the slow path. Counting the block
+ * and the profiler's check are one decrement and one branch. */
 HZ_INLINE void *hz_heap_malloc_class(hz_heap_t *heap, size_t cls, size_t size) {
   hz_bin_t *bin = &heap->bins[cls];
   void **top = bin->top;
   if (HZ_UNLIKELY(top <= bin->base)) return hz_heap_malloc_slow(size, heap);
-  return hz_bin_pop(bin, top, (unsigned)cls);
+  if (HZ_UNLIKELY(--bin->sample_left == 0))
+    return hz_heap_malloc_sampled(heap, bin, size);
+  return hz_bin_take(bin, top, (unsigned)cls);
 }
 
 /* hz_sizeclass_of written out, so each size range costs one compare. The
@@ -209,6 +227,9 @@ HZ_INLINE void hz_heap_free(void *p) {
   }
   hz_heap_free_generic(heap, seg, page, p);
 }
+
+/* The profiler is on: count down to a first sample in every class. */
+void hz_heap_arm_sampling(hz_heap_t *heap);
 
 /* Collection by another thread. Claim: false if the heap is not worth it
  * (with `idle_only`: its owner was active since the last look, or nothing

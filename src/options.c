@@ -45,6 +45,23 @@ static option_entry_t option_table[HZ_OPTION_COUNT] = {
     [HZ_OPTION_ZERO_ON_FREE] = {"ZERO_ON_FREE", HZ_OPTION_BOOL, 0,
                                 "zero every block when it is freed (secure "
                                 "and debug variants)"},
+    [HZ_OPTION_PROF] = {"PROF", HZ_OPTION_BOOL, 0,
+                        "sample allocations and write heap profiles "
+                        "(PREFIX.pid.seq.why.heap) at exit"},
+    [HZ_OPTION_PROF_SAMPLE] = {"PROF_SAMPLE", HZ_OPTION_BYTES, 512 << 10,
+                               "mean bytes allocated between two samples"},
+    [HZ_OPTION_PROF_INTERVAL] = {"PROF_INTERVAL", HZ_OPTION_BYTES, 0,
+                                 "write a profile each time live memory grows "
+                                 "by this much (0: never)"},
+    [HZ_OPTION_PROF_LEAKS] = {"PROF_LEAKS", HZ_OPTION_BOOL, 0,
+                              "print the sampled blocks still live at exit, "
+                              "by stack"},
+    [HZ_OPTION_PROF_SIGNAL] = {"PROF_SIGNAL", HZ_OPTION_BOOL, 0,
+                               "write a profile when the process gets "
+                               "SIGUSR2"},
+    [HZ_OPTION_PROF_PREFIX] = {"PROF_PREFIX", HZ_OPTION_TEXT, 0,
+                               "path prefix of the profiles (default "
+                               "hakozuna, in the working directory)"},
 };
 
 /* Defaults that depend on the machine. */
@@ -135,7 +152,9 @@ void hz_options_init(void) {
                     text, entry->value);
   }
   if (hz_option_enabled(HZ_OPTION_VERBOSE)) hz_options_print();
-  if (hz_option_enabled(HZ_OPTION_SHOW_STATS)) hz_os_keep_report_fd();
+  if (hz_option_enabled(HZ_OPTION_SHOW_STATS) ||
+      hz_option_enabled(HZ_OPTION_PROF_LEAKS))
+    hz_os_keep_report_fd();
 }
 
 long hz_option(hz_option_t option) { return option_table[option].value; }

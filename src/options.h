@@ -15,6 +15,12 @@ typedef enum {
   HZ_OPTION_LARGE_CACHE_MAX, /* bytes of freed large blocks kept mapped */
   HZ_OPTION_STATS_JSON,      /* write the exit report as JSON to this path */
   HZ_OPTION_ZERO_ON_FREE,    /* secure variants: zero blocks when freed */
+  HZ_OPTION_PROF,            /* the sampling heap profiler (prof box) */
+  HZ_OPTION_PROF_SAMPLE,     /* mean bytes between samples */
+  HZ_OPTION_PROF_INTERVAL,   /* a profile per this much growth (0: none) */
+  HZ_OPTION_PROF_LEAKS,      /* the leak report at exit */
+  HZ_OPTION_PROF_SIGNAL,     /* a profile on SIGUSR2 */
+  HZ_OPTION_PROF_PREFIX,     /* where profiles go: PREFIX.pid.seq.why.heap */
   HZ_OPTION_COUNT
 } hz_option_t;
 

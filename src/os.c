@@ -283,6 +283,8 @@ void hz_os_keep_report_fd(void) {
   errno = saved;
 }
 
+int hz_os_report_fd(void) { return os_report_fd; }
+
 static void os_write_all(int fd, const char *buf, size_t len) {
   while (len > 0) {
     ssize_t n = write(fd, buf, len);

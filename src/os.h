@@ -67,6 +67,8 @@ void hz_os_print(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* From now on, hz_os_print writes to a copy of stderr as it is now, which
  * stays open when the program closes stderr. */
 void hz_os_keep_report_fd(void);
+/* Where hz_os_print writes: stderr or the copy. */
+int hz_os_report_fd(void);
 
 /* Resident set size of the process in bytes, now and at its peak (0 if
  * unknown). */

@@ -45,6 +45,7 @@ struct hz_heap_s;
  * (usable_size reads HZ_PAGE_ALIGNED). */
 #define HZ_PAGE_ALIGNED   1u /* some block was handed out at an offset */
 #define HZ_PAGE_RETIRED   2u /* on its heap's spare list: no block in use */
+#define HZ_PAGE_SAMPLED   4u /* may hold blocks the profiler sampled */
 #define HZ_PAGE_FLAG_MASK ((uintptr_t)63)
 
 /* 64 bytes, so segment -> descriptor is a shift. */

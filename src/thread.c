@@ -34,6 +34,7 @@
 #include "lock.h"
 #include "options.h"
 #include "os.h"
+#include "prof.h"
 #include "purge.h"
 #include "tool.h"
 
@@ -332,9 +333,11 @@ static void fork_prepare(void) {
   hz_heap_fork_prepare();
   hz_segment_fork_prepare();
   hz_large_fork_prepare();
+  hz_prof_fork_prepare();
 }
 
 static void fork_parent(void) {
+  hz_prof_fork_parent();
   hz_large_fork_parent();
   hz_segment_fork_parent();
   hz_heap_fork_parent();
@@ -343,6 +346,7 @@ static void fork_parent(void) {
 
 /* The child has one thread: no purge thread until it makes another. */
 static void fork_child(void) {
+  hz_prof_fork_child();
   hz_large_fork_child();
   hz_segment_fork_child();
   hz_heap_fork_child(hz_heap_tls);
@@ -409,6 +413,11 @@ void *hz_thread_malloc_unattached(size_t size) {
  * handlers registered before ours would run while our locks are held. */
 __attribute__((constructor)) static void thread_process_start(void) {
   if (hz_heap_tls == &hz_heap_empty) hz_thread_attach();
+  /* After the options, before the program's first malloc: heaps made
+   * from now on count down to samples from the start. */
+  hz_prof_start();
+  if (hz_prof_active && hz_heap_tls != &hz_heap_empty)
+    hz_heap_arm_sampling(hz_heap_tls);
 }
 
 static bool pool_contains_locked(const hz_heap_t *heap) {

@@ -37,9 +37,11 @@ within "release, 16-1024 B random" "$(instr "$BUILD/libhakozuna.so" random 16 10
 # map (a map that named the small page size for every segment: 145 and 161).
 # Bins of big blocks hold four, so nearly every big pair also encodes a
 # link and follows a checked one on its page's list (release checks links
-# since the steering fix: 130 -> 135).
+# since the steering fix: 130 -> 135). The heap profiler's countdown adds
+# one branch to every malloc and a subtraction where slow paths read the
+# allocation count, which big pairs meet often (135.3 -> 137.3).
 within "release, 9000-32768 B random" "$(instr "$BUILD/libhakozuna.so" random 9000 32768)" 66
-within "release, 70000-200000 B random" "$(instr "$BUILD/libhakozuna.so" random 70000 200000)" 137
+within "release, 70000-200000 B random" "$(instr "$BUILD/libhakozuna.so" random 70000 200000)" 139
 within "secure, 8-64 B LIFO" "$(instr "$BUILD/libhakozuna-secure.so" lifo 8 64)" 77
 glibc_lifo=$(instr "" lifo 8 64)
 if [ -z "$glibc_lifo" ] || [ -z "$release_lifo" ] ||

@@ -39,7 +39,9 @@
 static const char *const option_names[] = {
     "SHOW_STATS",      "VERBOSE",      "PURGE_DELAY_MS",
     "PURGE_MADV_FREE", "PURGE_THREAD", "THP",
-    "LARGE_CACHE_MAX", "STATS_JSON",   "ZERO_ON_FREE"};
+    "LARGE_CACHE_MAX", "STATS_JSON",   "ZERO_ON_FREE",
+    "PROF",            "PROF_SAMPLE",  "PROF_INTERVAL",
+    "PROF_LEAKS",      "PROF_SIGNAL",  "PROF_PREFIX"};
 #define OPTION_COUNT (int)(sizeof option_names / sizeof option_names[0])
 
 static void *volatile sink;
@@ -197,6 +199,12 @@ int main(int argc, char **argv) {
     expect_value(label, r.err, "THP", "1");
     expect_value(label, r.err, "STATS_JSON", "");
     expect_value(label, r.err, "ZERO_ON_FREE", "0");
+    expect_value(label, r.err, "PROF", "0");
+    expect_value(label, r.err, "PROF_SAMPLE", "524288");
+    expect_value(label, r.err, "PROF_INTERVAL", "0");
+    expect_value(label, r.err, "PROF_LEAKS", "0");
+    expect_value(label, r.err, "PROF_SIGNAL", "0");
+    expect_value(label, r.err, "PROF_PREFIX", "");
     if (option_value(label, r.err, "LARGE_CACHE_MAX", large_default,
                      sizeof large_default)) {
       char *end;
@@ -219,7 +227,9 @@ int main(int argc, char **argv) {
                                   "HZ_LARGE_CACHE_MAX=128M",
                                   "HZ_ZERO_ON_FREE=on", "HZ_PURGE_THREAD=off",
                                   "HZ_THP=FALSE", "HZ_PURGE_MADV_FREE=True",
-                                  "HZ_STATS_JSON=/dev/null", NULL});
+                                  "HZ_STATS_JSON=/dev/null",
+                                  "HZ_PROF_SAMPLE=64K", "HZ_PROF_INTERVAL=1G",
+                                  NULL});
     expect_option_lines(label, r.err);
     expect_value(label, r.err, "VERBOSE", "1");
     expect_value(label, r.err, "PURGE_DELAY_MS", "250");
@@ -230,6 +240,8 @@ int main(int argc, char **argv) {
     expect_value(label, r.err, "PURGE_MADV_FREE", "1");
     expect_value(label, r.err, "STATS_JSON", "/dev/null");
     expect_value(label, r.err, "SHOW_STATS", "0");
+    expect_value(label, r.err, "PROF_SAMPLE", "65536");
+    expect_value(label, r.err, "PROF_INTERVAL", "1073741824");
     /* (The release variant warns that it ignores HZ_ZERO_ON_FREE.) */
     CHECK_MSG(strstr(r.err, "bad value") == NULL, "%s: a warning:\n%s", label,
               r.err);

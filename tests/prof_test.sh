@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The heap profiler (HZ_PROF=1), through prof_target preloaded with
+# hakozuna: byte estimates of two sites within 10% of 1:3, google-pprof
+# reads the profile and names them, a planted leak is reported with its
+# stack and nothing else, profiles on SIGUSR2 and in fork children while
+# threads free each other's sampled blocks, and hz_prof_dump fails cleanly
+# when the profiler is off. Also under the debug variant (invariants).
+# Usage: prof_test.sh TARGET BUILD_DIR
+set -u
+TARGET=$1
+BUILD=$2
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+failures=0
+
+fail() {
+  echo "FAIL $*"
+  failures=$((failures + 1))
+}
+
+# run LIB NAME ENV... -- ARGS...: prof_target under LIB with the profiler
+# writing into $WORK; its output in $WORK/NAME.out and .err.
+run() {
+  local lib=$1 name=$2
+  shift 2
+  local env=()
+  while [ "$1" != "--" ]; do env+=("$1"); shift; done
+  shift
+  env "${env[@]}" HZ_PROF_PREFIX="$WORK/$name" LD_PRELOAD="$lib" \
+    "$TARGET" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err"
+  local rc=$?
+  cat "$WORK/$name.out"
+  [ $rc = 0 ] || fail "$name: exit code $rc: $(head -3 "$WORK/$name.err")"
+}
+
+LIB=$BUILD/libhakozuna.so
+# A small mean gap, so the estimates rest on thousands of samples.
+run "$LIB" ratio HZ_PROF=1 HZ_PROF_SAMPLE=4096 -- ratio "$WORK/ratio.heap"
+
+# google-pprof reads the profile and finds both sites.
+text=$(google-pprof --text "$TARGET" "$WORK/ratio.heap" 2>&1)
+if grep -q "site_one" <<<"$text" && grep -q "site_three" <<<"$text"; then
+  echo "ok   google-pprof --text names both sites"
+else
+  fail "google-pprof --text: expected site_one and site_three, got:"
+  head -20 <<<"$text"
+fi
+
+# The leak report: plant_leak's 4,000,000 bytes, its stack, nothing freed.
+run "$LIB" leak HZ_PROF=1 HZ_PROF_LEAKS=1 HZ_PROF_SAMPLE=4096 -- leak
+report=$WORK/leak.err
+bytes=$(awk '/blocks allocated at:/ { b = $3 } /plant_leak/ { print b; exit }' \
+        "$report")
+if ! grep -q "^hakozuna: leak report" "$report"; then
+  fail "leak: no leak report on stderr"
+elif [ -z "$bytes" ]; then
+  fail "leak: no stack through plant_leak in the report:"
+  head -12 "$report"
+elif [ "$bytes" -lt 3600000 ] || [ "$bytes" -gt 4400000 ]; then
+  fail "leak: plant_leak's stack has $bytes bytes, expected 4000000 +-10%"
+elif grep -q "freed_site" "$report"; then
+  fail "leak: freed_site, whose blocks were all freed, is reported"
+else
+  echo "ok   leak report: plant_leak with about $bytes bytes"
+fi
+ls "$WORK"/leak.*.exit.heap >/dev/null 2>&1 ||
+  fail "leak: no profile written at exit"
+
+# Threads, signals and fork, in release and debug.
+for variant in hakozuna hakozuna-debug; do
+  name=busy-$variant
+  run "$BUILD/lib$variant.so" "$name" HZ_PROF=1 HZ_PROF_SIGNAL=1 \
+    HZ_PROF_SAMPLE=1024 -- busy "$WORK/$name.heap"
+  signal=$(ls "$WORK/$name".*.signal.heap 2>/dev/null | head -1)
+  if [ -z "$signal" ]; then
+    fail "$name: no profile written on SIGUSR2"
+  elif ! head -1 "$signal" | grep -q "^heap profile: .* @ heapprofile$"; then
+    fail "$name: the SIGUSR2 profile has no header: $(head -1 "$signal")"
+  elif ! grep -q "^MAPPED_LIBRARIES:" "$signal"; then
+    fail "$name: the SIGUSR2 profile was cut short"
+  else
+    echo "ok   $name: $(ls "$WORK/$name".*.signal.heap | wc -l) profiles on SIGUSR2"
+  fi
+  [ -s "$WORK/$name.heap.child" ] || fail "$name: no profile from the fork child"
+done
+
+run "$LIB" off -- off "$WORK/off.heap"
+
+if [ $failures -gt 0 ]; then
+  echo "prof: $failures failed"
+  exit 1
+fi
+echo "prof: all passed"
