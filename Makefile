@@ -4,7 +4,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all test bench fuzz soak clean install
+.PHONY: all test bench fuzz soak clean install deb
 
 all: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
@@ -38,6 +38,10 @@ soak: all
 
 install: all
 	cmake --install $(BUILD)
+
+# `make deb`: $(BUILD)/package/hakozuna_<version>_amd64.deb (CPack).
+deb: all
+	cd $(BUILD) && cpack -G DEB
 
 clean:
 	rm -rf $(BUILD)

@@ -6,11 +6,12 @@ set -euo pipefail
 # real-program test. clang and libclang-rt-dev: the fuzzers (libFuzzer).
 # sqlite3 … time: the apps benchmark family, smoke-run by the tests.
 # libunwind8: the heap profiler's unwinder; google-perftools: google-pprof,
-# which the profiler test and `hakozuna prof` read profiles with.
+# which the profiler test and `hakozuna prof` read profiles with. dpkg-dev:
+# dpkg-shlibdeps, which `make deb` (CPack) works out the dependencies with.
 packages=(cmake make gcc g++ libtsan2 perl python3 coreutils pkgconf valgrind
           libpython3.11-testsuite clang libclang-rt-dev
           sqlite3 ruby lua5.4 z3 ghostscript rocksdb-tools git time
-          libunwind8 google-perftools)
+          libunwind8 google-perftools dpkg-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -5,10 +5,13 @@
 # stack and nothing else, profiles on SIGUSR2 and in fork children while
 # threads free each other's sampled blocks, and hz_prof_dump fails cleanly
 # when the profiler is off. Also under the debug variant (invariants).
-# Usage: prof_test.sh TARGET BUILD_DIR
+# `hakozuna prof --svg` leaves the profile, collapsed stacks and a flame
+# graph that name the leaking site.
+# Usage: prof_test.sh TARGET BUILD_DIR SOURCE_DIR
 set -u
 TARGET=$1
 BUILD=$2
+WRAPPER=$3/bin/hakozuna
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 failures=0
@@ -85,6 +88,22 @@ for variant in hakozuna hakozuna-debug; do
 done
 
 run "$LIB" off -- off "$WORK/off.heap"
+
+# hakozuna prof --svg: the live bytes at exit are plant_leak's.
+mkdir "$WORK/cmd"
+(cd "$WORK/cmd" && HAKOZUNA_LIB=$LIB HZ_PROF_SAMPLE=4096 \
+  "$WRAPPER" prof --svg -- "$TARGET" leak >/dev/null 2>"$WORK/cmd.err")
+folded=$(ls "$WORK"/cmd/hakozuna.*.exit.folded 2>/dev/null)
+svg=$(ls "$WORK"/cmd/hakozuna.*.exit.svg 2>/dev/null)
+if [ -z "$folded" ] || [ -z "$svg" ]; then
+  fail "hakozuna prof --svg: no .folded or .svg: $(ls "$WORK/cmd") $(cat "$WORK/cmd.err")"
+elif ! grep -Eq ";plant_leak(<[0-9a-f]+>)? [1-9][0-9]*$" "$folded"; then
+  fail "hakozuna prof: no live bytes under plant_leak in the collapsed stacks: $(cat "$folded")"
+elif ! grep -q "<svg" "$svg" || ! grep -q ">plant_leak<" "$svg"; then
+  fail "hakozuna prof --svg: the flame graph does not show plant_leak"
+else
+  echo "ok   hakozuna prof --svg: $(basename "$svg") shows plant_leak"
+fi
 
 if [ $failures -gt 0 ]; then
   echo "prof: $failures failed"

@@ -90,7 +90,7 @@ else
 fi
 
 # Every command has its own help, on stdout, with exit code 0.
-for cmd in run stats version lib; do
+for cmd in run stats prof version lib; do
   if help=$("$WRAPPER" $cmd --help) && grep -q "^usage: hakozuna $cmd" <<<"$help"; then
     echo "ok   $cmd --help"
   else
@@ -118,6 +118,8 @@ expect_misuse "unknown option of run" run --frobnicate true
 expect_misuse "unknown option of stats" stats -x true
 expect_misuse "run with nothing to run" run
 expect_misuse "stats with nothing to run" stats --
+expect_misuse "unknown option of prof" prof --frobnicate true
+expect_misuse "prof with nothing to run" prof --svg --
 expect_misuse "version with an argument" version 2
 
 echo "wrapper: $failures failed"

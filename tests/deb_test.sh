@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The Debian package: `cpack -G DEB` builds hakozuna_<version>_amd64.deb
+# with the three libraries, the header, pkg-config and CMake files and the
+# hakozuna command; dpkg -i installs it, `hakozuna run` preloads the
+# installed library, a program builds against it with pkg-config and runs,
+# and dpkg -r removes every file again (then -P forgets it). Needs root; skipped (77) without
+# it, or when a hakozuna package is already installed (it is not ours to
+# remove).
+# Usage: deb_test.sh BUILD_DIR
+set -u
+BUILD=$(realpath "$1")
+if [ "$(id -u)" != 0 ] || ! command -v dpkg >/dev/null; then
+  echo "deb: skipped (needs root and dpkg)"
+  exit 77
+fi
+status() { dpkg-query -W -f '${db:Status-Status}' hakozuna 2>/dev/null; }
+if [ "$(status)" = installed ]; then
+  echo "deb: skipped (a hakozuna package is installed already)"
+  exit 77
+fi
+WORK=$(mktemp -d)
+installed=0
+cleanup() {
+  [ $installed = 1 ] && dpkg -r hakozuna >/dev/null 2>&1
+  dpkg -P hakozuna >/dev/null 2>&1
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+failures=0
+fail() {
+  echo "FAIL $*"
+  failures=$((failures + 1))
+}
+
+version=$(sed -n 's/^CMAKE_PROJECT_VERSION:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
+if ! (cd "$BUILD" && cpack -G DEB -B "$WORK/out" >"$WORK/cpack.log" 2>&1); then
+  echo "FAIL cpack:"; tail -20 "$WORK/cpack.log"; exit 1
+fi
+deb=$WORK/out/hakozuna_${version}_amd64.deb
+[ -f "$deb" ] || { echo "FAIL no $deb: $(ls "$WORK/out")"; exit 1; }
+echo "ok   built $(basename "$deb")"
+
+contents=$(dpkg-deb -c "$deb")
+for f in lib/libhakozuna.so lib/libhakozuna-secure.so lib/libhakozuna-debug.so \
+         lib/libhakozuna.a include/hakozuna.h lib/pkgconfig/hakozuna.pc \
+         lib/cmake/hakozuna/hakozunaConfig.cmake bin/hakozuna \
+         bin/hakozuna-flamegraph; do
+  grep -q " \./usr/$f\$" <<<"$contents" || fail "the package has no /usr/$f"
+done
+
+if ! dpkg -i "$deb" >"$WORK/dpkg.log" 2>&1; then
+  echo "FAIL dpkg -i:"; cat "$WORK/dpkg.log"; exit 1
+fi
+installed=1
+echo "ok   dpkg -i"
+
+# hakozuna run preloads the installed library.
+if /usr/bin/hakozuna run cat /proc/self/maps | grep -q " /usr/lib/libhakozuna.so$"; then
+  echo "ok   /usr/bin/hakozuna run preloads /usr/lib/libhakozuna.so"
+else
+  fail "hakozuna run: /usr/lib/libhakozuna.so is not in the command's maps"
+fi
+
+# A program built with pkg-config against the installed package.
+cat >"$WORK/use.c" <<'C'
+#include <hakozuna.h>
+#include <stdio.h>
+#include <string.h>
+int main(void) {
+  char *p = hz_malloc(100);
+  if (p == NULL || hz_usable_size(p) < 100) return 1;
+  strcpy(p, "built against the package");
+  puts(p);
+  hz_free(p);
+  return 0;
+}
+C
+if cc "$WORK/use.c" -o "$WORK/use" $(pkg-config --cflags --libs hakozuna) \
+     2>"$WORK/cc.log" && out=$("$WORK/use") &&
+   [ "$out" = "built against the package" ]; then
+  echo "ok   pkg-config build runs: $out"
+else
+  fail "pkg-config build: $(cat "$WORK/cc.log")"
+fi
+
+dpkg -r hakozuna >"$WORK/dpkg.log" 2>&1 || fail "dpkg -r: $(cat "$WORK/dpkg.log")"
+installed=0
+left=$(ls /usr/lib/libhakozuna* /usr/include/hakozuna.h /usr/bin/hakozuna 2>/dev/null)
+[ -z "$left" ] || fail "files left after dpkg -r: $left"
+[ "$(status)" = installed ] && fail "dpkg still lists hakozuna as installed"
+[ $failures = 0 ] && echo "ok   dpkg -r removed every file"
+
+if [ $failures -gt 0 ]; then
+  echo "deb: $failures failed"
+  exit 1
+fi
+echo "deb: all passed"
