@@ -385,8 +385,7 @@ static void heap_free_large(hz_segment_t *seg, void *p) {
  * (another thread cannot; the owner's next free on the page does). */
 static void heap_forget_sampled(hz_heap_t *heap, hz_page_t *page,
                                 const hz_block_t *block) {
-  uint32_t left = hz_prof_forget(block, page);
-  if (left == 0 && hz_page_heap(page) == heap)
+  if (!hz_prof_forget(block, page) && hz_page_heap(page) == heap)
     hz_page_set_flag(page, HZ_PAGE_SAMPLED, false);
 }
 

@@ -26,7 +26,8 @@
 
 bool hz_prof_active;
 
-static hz_lock_t prof_lock = HZ_LOCK_INIT;
+/* Adaptive: held briefly by many threads, it spins before it sleeps. */
+static hz_lock_t prof_lock = {PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP, 0};
 static double sample_mean;             /* HZ_PROF_SAMPLE, bytes */
 static double live_bytes;              /* estimated, under prof_lock */
 static double next_growth_dump;        /* live_bytes that triggers one */
@@ -101,6 +102,32 @@ static uint32_t stack_intern(void *const *frames, uint32_t depth) {
   if (index != UINT32_MAX && !hz_prof_map_put(&stack_index, key, index))
     return UINT32_MAX;
   return index;
+}
+
+/* ---------------------------------------------------------------------------
+ * Counting filters: how many live samples hash to each slot, by block and
+ * by page. Changed under prof_lock, read without it: a 0 means none. The
+ * thread that sampled a block raised its counts before handing it out, so
+ * whoever frees it sees them; only the page's owner trusts a 0 for a page
+ * (others only lower page counts, so the owner never reads one too low).
+ * ------------------------------------------------------------------------- */
+#define FILTER_SLOTS ((size_t)1 << 16)
+
+static _Atomic uint32_t *block_filter, *page_filter;
+
+static _Atomic uint32_t *filter_slot(_Atomic uint32_t *filter,
+                                     const void *p) {
+  uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ULL;
+  return &filter[h >> (64 - 16)];
+}
+
+static bool filter_has(_Atomic uint32_t *filter, const void *p) {
+  return atomic_load_explicit(filter_slot(filter, p), memory_order_relaxed) != 0;
+}
+
+static void filter_add(_Atomic uint32_t *filter, const void *p, int32_t n) {
+  atomic_fetch_add_explicit(filter_slot(filter, p), (uint32_t)n,
+                            memory_order_relaxed);
 }
 
 /* ---------------------------------------------------------------------------
@@ -206,7 +233,9 @@ static bool record_locked(void *block, size_t size, size_t unit,
     uintptr_t count = 0;
     hz_prof_map_get(&page_counts, (uintptr_t)page, &count);
     hz_prof_map_put(&page_counts, (uintptr_t)page, count + 1);
+    filter_add(page_filter, page, 1);
   }
+  filter_add(block_filter, block, 1);
   hz_prof_stack_t *s = &store.stacks[stack];
   s->alloc_count += weight;
   s->alloc_bytes += weight * (double)size;
@@ -235,34 +264,40 @@ void hz_prof_large(void *block, size_t size) {
   hz_prof_record(block, size, size, NULL);
 }
 
-/* Under prof_lock: drop the record of block, if any; the page's count. */
-static uint32_t forget_locked(const void *block, const void *page) {
+/* Under prof_lock: drop the record of block, if any; true if the page
+ * still holds sampled blocks. */
+static bool forget_locked(const void *block, const void *page) {
   uintptr_t index;
   if (hz_prof_map_take(&records, (uintptr_t)block, &index)) {
     const hz_prof_record_t *r = &store.records[index];
     live_bytes -= r->weight * (double)r->size;
     hz_prof_store_drop_record(&store, (uint32_t)index);
+    filter_add(block_filter, block, -1);
     uintptr_t count;
-    if (page != NULL && hz_prof_map_take(&page_counts, (uintptr_t)page,
-                                         &count) && count > 1)
-      hz_prof_map_put(&page_counts, (uintptr_t)page, count - 1);
+    if (page != NULL &&
+        hz_prof_map_take(&page_counts, (uintptr_t)page, &count)) {
+      filter_add(page_filter, page, -1);
+      if (count > 1) hz_prof_map_put(&page_counts, (uintptr_t)page, count - 1);
+    }
   }
   uintptr_t left = 0;
-  if (page != NULL) hz_prof_map_get(&page_counts, (uintptr_t)page, &left);
-  return (uint32_t)left;
+  return page != NULL && hz_prof_map_get(&page_counts, (uintptr_t)page, &left);
 }
 
-uint32_t hz_prof_forget(const void *block, const void *page) {
+bool hz_prof_forget(const void *block, const void *page) {
+  if (!filter_has(block_filter, block))
+    return page != NULL && filter_has(page_filter, page);
   bool was_busy = prof_busy;
   prof_busy = true;
   hz_lock(&prof_lock);
-  uint32_t left = forget_locked(block, page);
+  bool left = forget_locked(block, page);
   prof_unlock();
   prof_busy = was_busy;
   return left;
 }
 
 void hz_prof_moved(const void *from, void *to, size_t size) {
+  if (!filter_has(block_filter, from)) return;
   bool was_busy = prof_busy;
   prof_busy = true;
   hz_lock(&prof_lock);
@@ -271,7 +306,10 @@ void hz_prof_moved(const void *from, void *to, size_t size) {
     hz_prof_record_t *r = &store.records[index];
     live_bytes += r->weight * ((double)size - (double)r->size);
     r->size = size;
-    if (!hz_prof_map_put(&records, (uintptr_t)to, index))
+    filter_add(block_filter, from, -1);
+    if (hz_prof_map_put(&records, (uintptr_t)to, index))
+      filter_add(block_filter, to, 1);
+    else
       hz_prof_store_drop_record(&store, (uint32_t)index);
   }
   prof_unlock();
@@ -303,6 +341,12 @@ void hz_prof_start(void) {
   bool ok = load_unwinder();
   prof_busy = false;
   if (!ok) return;
+  block_filter = hz_os_map(FILTER_SLOTS * sizeof *block_filter);
+  page_filter = hz_os_map(FILTER_SLOTS * sizeof *page_filter);
+  if (block_filter == NULL || page_filter == NULL) {
+    hz_os_message("HZ_PROF: out of memory; profiling is off");
+    return;
+  }
   long mean = hz_option(HZ_OPTION_PROF_SAMPLE);
   sample_mean = mean > 0 ? (double)mean : 1.0;
   large_left = random_gap();

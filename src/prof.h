@@ -43,8 +43,10 @@ bool hz_prof_record(void *block, size_t size, size_t unit, const void *page);
 void hz_prof_large(void *block, size_t size);
 
 /* Block `block` on `page` (NULL: a large block) is being freed: forget it
- * if it was sampled. Returns how many sampled blocks `page` still holds. */
-uint32_t hz_prof_forget(const void *block, const void *page);
+ * if it was sampled. False when `page` holds no sampled block now (true
+ * when it may). Blocks that were not sampled cost no lock: counting
+ * filters, read without it, tell most of them apart. */
+bool hz_prof_forget(const void *block, const void *page);
 
 /* A sampled large block moved or changed size (realloc). */
 void hz_prof_moved(const void *from, void *to, size_t size);
