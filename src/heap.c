@@ -389,10 +389,30 @@ static void heap_forget_sampled(hz_heap_t *heap, hz_page_t *page,
     hz_page_set_flag(page, HZ_PAGE_SAMPLED, false);
 }
 
+/* The owner frees p on its page flagged for sampled blocks only, and the
+ * profiler's filter says p is none of them: the fast path's work, and the
+ * flag goes once the page holds no sampled block. False: not this case. */
+static bool heap_free_unsampled(hz_heap_t *heap, hz_page_t *page, void *p) {
+  if (hz_page_owner_word(page) != ((uintptr_t)heap | HZ_PAGE_SAMPLED) ||
+      !hz_page_is_block(page, p, page->capacity) ||
+      hz_prof_may_be_sampled(p) || !hz_check_freeing_fast(p))
+    return false;
+  if (!hz_prof_page_may_hold(page))
+    hz_page_set_flag(page, HZ_PAGE_SAMPLED, false);
+  hz_bin_t *bin = &heap->bins[page->class_id];
+  bin->frees++;
+  if (bin->top != bin->limit)
+    *bin->top++ = p;
+  else
+    hz_heap_free_full_bin(heap, page, p);
+  return true;
+}
+
 /* Every free the fast path did not finish: a page of another heap, a page
  * with a flag (aligned blocks), a large block, or a thread without heap. */
 void hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
                           void *p) {
+  if (heap_free_unsampled(heap, page, p)) return;
   hz_heap_t *owner = hz_page_heap(page);
   if (owner == NULL) {
     heap_free_large(seg, p);

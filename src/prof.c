@@ -28,16 +28,16 @@ bool hz_prof_active;
 
 /* Adaptive: held briefly by many threads, it spins before it sleeps. */
 static hz_lock_t prof_lock = {PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP, 0};
-static double sample_mean;             /* HZ_PROF_SAMPLE, bytes */
-static double live_bytes;              /* estimated, under prof_lock */
-static double next_growth_dump;        /* live_bytes that triggers one */
-static _Atomic bool dump_pending;      /* a signal asked while it was held */
-static unsigned dump_sequence;         /* under prof_lock */
+static double sample_mean;        /* HZ_PROF_SAMPLE, bytes */
+static double live_bytes;         /* estimated, under prof_lock */
+static double next_growth_dump;   /* live_bytes that triggers one */
+static _Atomic bool dump_pending; /* a signal asked while it was held */
+static unsigned dump_sequence;    /* under prof_lock */
 static int (*unwind)(void **frames, int max); /* libunwind's unw_backtrace */
 
-static HZ_TLS bool prof_busy;          /* this thread is inside the profiler */
+static HZ_TLS bool prof_busy; /* this thread is inside the profiler */
 static HZ_TLS uint64_t random_state;
-static HZ_TLS double large_left;       /* bytes to the next large sample */
+static HZ_TLS double large_left; /* bytes to the next large sample */
 
 /* ---------------------------------------------------------------------------
  * Sampling decisions
@@ -71,7 +71,7 @@ static double sample_weight(size_t unit) {
  * The tables: records of live sampled blocks, sampled blocks per page, and
  * the distinct stacks (all in prof_table.h's open-addressing maps).
  * ------------------------------------------------------------------------- */
-static hz_prof_map_t records; /* block -> record index */
+static hz_prof_map_t records;     /* block -> record index */
 static hz_prof_map_t page_counts; /* page -> sampled blocks on it */
 static hz_prof_map_t stack_index; /* stack hash -> stack index */
 static hz_prof_store_t store;     /* records and stacks */
@@ -115,14 +115,14 @@ static uint32_t stack_intern(void *const *frames, uint32_t depth) {
 
 static _Atomic uint32_t *block_filter, *page_filter;
 
-static _Atomic uint32_t *filter_slot(_Atomic uint32_t *filter,
-                                     const void *p) {
+static _Atomic uint32_t *filter_slot(_Atomic uint32_t *filter, const void *p) {
   uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ULL;
   return &filter[h >> (64 - 16)];
 }
 
 static bool filter_has(_Atomic uint32_t *filter, const void *p) {
-  return atomic_load_explicit(filter_slot(filter, p), memory_order_relaxed) != 0;
+  return atomic_load_explicit(filter_slot(filter, p), memory_order_relaxed) !=
+         0;
 }
 
 static void filter_add(_Atomic uint32_t *filter, const void *p, int32_t n) {
@@ -282,6 +282,14 @@ static bool forget_locked(const void *block, const void *page) {
   }
   uintptr_t left = 0;
   return page != NULL && hz_prof_map_get(&page_counts, (uintptr_t)page, &left);
+}
+
+bool hz_prof_may_be_sampled(const void *block) {
+  return filter_has(block_filter, block);
+}
+
+bool hz_prof_page_may_hold(const void *page) {
+  return filter_has(page_filter, page);
 }
 
 bool hz_prof_forget(const void *block, const void *page) {

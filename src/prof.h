@@ -48,6 +48,11 @@ void hz_prof_large(void *block, size_t size);
  * filters, read without it, tell most of them apart. */
 bool hz_prof_forget(const void *block, const void *page);
 
+/* Without the lock: false when `block` is certainly not a sampled one,
+ * or `page` certainly holds none (the page's owner only). */
+bool hz_prof_may_be_sampled(const void *block);
+bool hz_prof_page_may_hold(const void *page);
+
 /* A sampled large block moved or changed size (realloc). */
 void hz_prof_moved(const void *from, void *to, size_t size);
 

@@ -96,8 +96,8 @@ uint32_t hz_prof_store_add_stack(hz_prof_store_t *store, void *const *frames,
                                  uint32_t depth) {
   if (store->stack_count == store->stack_capacity) {
     uint32_t capacity = store->stack_capacity ? store->stack_capacity * 2 : 256;
-    void *fresh = grow(store->stacks, store->stack_capacity,
-                       store->stack_count, capacity, sizeof(hz_prof_stack_t));
+    void *fresh = grow(store->stacks, store->stack_capacity, store->stack_count,
+                       capacity, sizeof(hz_prof_stack_t));
     if (fresh == NULL) return UINT32_MAX;
     store->stacks = fresh;
     store->stack_capacity = capacity;
@@ -119,8 +119,9 @@ uint32_t hz_prof_store_add_record(hz_prof_store_t *store, uint32_t stack,
     if (store->record_used == store->record_capacity) {
       uint32_t capacity =
           store->record_capacity ? store->record_capacity * 2 : 1024;
-      void *fresh = grow(store->records, store->record_capacity,
-                         store->record_used, capacity, sizeof(hz_prof_record_t));
+      void *fresh =
+          grow(store->records, store->record_capacity, store->record_used,
+               capacity, sizeof(hz_prof_record_t));
       if (fresh == NULL) return UINT32_MAX;
       store->records = fresh;
       store->record_capacity = capacity;

@@ -23,8 +23,7 @@ typedef struct {
 } hz_prof_map_t;
 
 /* True and *value when key is in the map. */
-bool hz_prof_map_get(const hz_prof_map_t *map, uintptr_t key,
-                     uintptr_t *value);
+bool hz_prof_map_get(const hz_prof_map_t *map, uintptr_t key, uintptr_t *value);
 /* Insert or replace; false when out of memory. */
 bool hz_prof_map_put(hz_prof_map_t *map, uintptr_t key, uintptr_t value);
 /* Remove key, handing back its value; false when absent. */
@@ -32,7 +31,7 @@ bool hz_prof_map_take(hz_prof_map_t *map, uintptr_t key, uintptr_t *value);
 
 typedef struct {
   uint32_t depth;
-  void *frames[HZ_PROF_DEPTH]; /* innermost first: return addresses */
+  void *frames[HZ_PROF_DEPTH];     /* innermost first: return addresses */
   double alloc_count, alloc_bytes; /* estimated, since the start */
 } hz_prof_stack_t;
 

@@ -60,8 +60,10 @@ static void out_number(out_t *out, uint64_t v, unsigned base, int width) {
     digits[n++] = "0123456789abcdef"[v % base];
     v /= base;
   } while (v != 0);
-  for (int pad = width - n; pad > 0; pad--) out_bytes(out, " ", 1);
-  while (n > 0) out_bytes(out, &digits[--n], 1);
+  for (int pad = width - n; pad > 0; pad--)
+    out_bytes(out, " ", 1);
+  while (n > 0)
+    out_bytes(out, &digits[--n], 1);
 }
 
 static void out_hex(out_t *out, uintptr_t v) {
@@ -76,8 +78,8 @@ static uint64_t rounded(double estimate) {
 /* ---------------------------------------------------------------------------
  * Heap profiles
  * ------------------------------------------------------------------------- */
-void hz_prof_name(char *buf, size_t size, const char *prefix,
-                  unsigned long pid, unsigned sequence, const char *why) {
+void hz_prof_name(char *buf, size_t size, const char *prefix, unsigned long pid,
+                  unsigned sequence, const char *why) {
   out_t out = {.fd = -1, .ok = true};
   out_str(&out, prefix);
   out_str(&out, ".");
@@ -113,8 +115,7 @@ static live_t *live_by_stack(const hz_prof_store_t *store, live_t *total) {
   return live;
 }
 
-static void out_counts(out_t *out, double n1, double b1, double n2,
-                       double b2) {
+static void out_counts(out_t *out, double n1, double b1, double n2, double b2) {
   out_number(out, rounded(n1), 10, 6);
   out_str(out, ": ");
   out_number(out, rounded(b1), 10, 8);
@@ -217,8 +218,8 @@ static void report_frame(out_t *out, uint32_t n, void *frame) {
 static uint32_t next_largest(const hz_prof_store_t *store, live_t *live) {
   uint32_t best = UINT32_MAX;
   for (uint32_t i = 0; i < store->stack_count; i++)
-    if (live[i].count > 0 && (best == UINT32_MAX ||
-                              live[i].bytes > live[best].bytes))
+    if (live[i].count > 0 &&
+        (best == UINT32_MAX || live[i].bytes > live[best].bytes))
       best = i;
   return best;
 }

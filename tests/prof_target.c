@@ -59,8 +59,7 @@ __attribute__((noinline)) void *churn_site(size_t n) {
 
 /* Live bytes the profile at path gives stacks through the function named
  * `site`, and in all. */
-static double profile_bytes(const char *path, const char *site,
-                            double *total) {
+static double profile_bytes(const char *path, const char *site, double *total) {
   FILE *f = fopen(path, "r");
   if (f == NULL) fail("cannot open the profile");
   char line[8192];
@@ -122,8 +121,10 @@ static int run_ratio(const char *path) {
 }
 
 static int run_leak(void) {
-  for (int i = 0; i < 4000; i++) plant_leak(1000);
-  for (int i = 0; i < 4000; i++) free(freed_site(1000));
+  for (int i = 0; i < 4000; i++)
+    plant_leak(1000);
+  for (int i = 0; i < 4000; i++)
+    free(freed_site(1000));
   printf("ok   leak planted\n");
   return 0;
 }
@@ -153,7 +154,8 @@ static void *busy_thread(void *arg) {
       handoff[t][i] = churn_site(16 + (size_t)(i * 37 + r) % 3000);
     pthread_barrier_wait(&round_start);
     int from = (t + 1) % THREADS;
-    for (int i = 0; i < BATCH; i++) free(handoff[from][i]);
+    for (int i = 0; i < BATCH; i++)
+      free(handoff[from][i]);
     pthread_barrier_wait(&round_end);
   }
   return NULL;
@@ -185,10 +187,12 @@ static int run_busy(const char *path) {
     if (i % 10 == 0) fork_child_dumps(path);
     usleep(2000);
   }
-  for (int t = 0; t < THREADS; t++) pthread_join(threads[t], NULL);
+  for (int t = 0; t < THREADS; t++)
+    pthread_join(threads[t], NULL);
   enum { KEPT = 20000 };
   static void *kept[KEPT];
-  for (int i = 0; i < KEPT; i++) kept[i] = kept_site(1024);
+  for (int i = 0; i < KEPT; i++)
+    kept[i] = kept_site(1024);
   touched(kept); /* the blocks stay live */
   dump(path);
   double total, in_kept = profile_bytes(path, "kept_site", &total);
