@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "stats.h"
 
 /* Fault injection (test builds only, HZ_FAULT_INJECTION): the n-th call
  * of mmap, mremap or madvise fails with ENOMEM, and with `from_then_on`
@@ -57,6 +56,30 @@ static bool os_fault(void) {
 /* glibc answers from the loader's data: no system call, no allocation. */
 size_t hz_os_page_size(void) { return (size_t)sysconf(_SC_PAGESIZE); }
 
+/* ---------------------------------------------------------------------------
+ * What the box has done (hz_os_counts)
+ * ------------------------------------------------------------------------- */
+static _Atomic uint64_t mmap_calls, munmap_calls, mremap_calls, madvise_calls;
+static _Atomic size_t mapped_bytes, purged_bytes;
+
+#define COUNT(counter, n)                                                      \
+  atomic_fetch_add_explicit(&(counter), (n), memory_order_relaxed)
+#define READ(counter) atomic_load_explicit(&(counter), memory_order_relaxed)
+
+static void count_mremap(size_t unmapped, size_t mapped) {
+  COUNT(mremap_calls, 1);
+  COUNT(mapped_bytes, mapped - unmapped); /* wraps, as a subtraction */
+}
+
+void hz_os_counts(hz_os_stats_t *out) {
+  out->mmap_calls = READ(mmap_calls);
+  out->munmap_calls = READ(munmap_calls);
+  out->mremap_calls = READ(mremap_calls);
+  out->madvise_calls = READ(madvise_calls);
+  out->mapped_bytes = READ(mapped_bytes);
+  out->purged_bytes = READ(purged_bytes);
+}
+
 /* No MAP_NORESERVE: the kernel's overcommit policy judges each mapping,
  * so a request it would refuse glibc fails here too (ENOMEM) instead of
  * being granted and killed later. */
@@ -66,7 +89,8 @@ void *hz_os_map(size_t size) {
                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   errno = saved;
   if (p == MAP_FAILED) return NULL;
-  hz_stats_count_mmap(size);
+  COUNT(mmap_calls, 1);
+  COUNT(mapped_bytes, size);
   return p;
 }
 
@@ -75,7 +99,8 @@ void hz_os_unmap(void *addr, size_t size) {
   if (munmap(addr, size) != 0)
     hz_os_message("warning: munmap(%p, %zu) failed", addr, size);
   errno = saved;
-  hz_stats_count_munmap(size);
+  COUNT(munmap_calls, 1);
+  COUNT(mapped_bytes, -size);
 }
 
 /* Aligned mappings are first asked for at a hint: addresses from a high
@@ -115,7 +140,8 @@ static void *os_map_at_hint(size_t size, size_t align) {
   errno = saved;
   if (p == MAP_FAILED) return NULL;
   if (p == hint) {
-    hz_stats_count_mmap(size);
+    COUNT(mmap_calls, 1);
+  COUNT(mapped_bytes, size);
     return p;
   }
   munmap(p, size); /* the kernel chose elsewhere */
@@ -153,7 +179,8 @@ bool hz_os_discard(void *addr, size_t size, bool lazy) {
   else if (OS_MADVISE(addr, size, MADV_DONTNEED) != 0)
     zeroed = false;
   errno = saved;
-  hz_stats_count_madvise(size);
+  COUNT(madvise_calls, 1);
+  COUNT(purged_bytes, size);
   return zeroed;
 }
 
@@ -214,9 +241,9 @@ bool hz_os_remap_in_place(void *addr, size_t old_size, size_t new_size) {
   errno = saved;
   if (p == MAP_FAILED) return false;
   if (new_size >= old_size)
-    hz_stats_count_mremap(0, new_size - old_size);
+    count_mremap(0, new_size - old_size);
   else
-    hz_stats_count_mremap(old_size - new_size, 0);
+    count_mremap(old_size - new_size, 0);
   return true;
 }
 
@@ -227,7 +254,7 @@ bool hz_os_remap_to(void *addr, size_t old_size, size_t new_size, void *to) {
   errno = saved;
   if (p == MAP_FAILED) return false;
   /* The reservation at `to` was counted when mapped; the old range goes. */
-  hz_stats_count_mremap(old_size, 0);
+  count_mremap(old_size, 0);
   return true;
 }
 

@@ -10,6 +10,15 @@
 
 size_t hz_os_page_size(void);
 
+/* What the box has done since the start, counted here so that the box
+ * calls nothing above it; the stats box reads it. */
+typedef struct {
+  uint64_t mmap_calls, munmap_calls, mremap_calls, madvise_calls;
+  size_t mapped_bytes; /* mapped now */
+  size_t purged_bytes; /* given back with madvise, in total */
+} hz_os_stats_t;
+void hz_os_counts(hz_os_stats_t *out);
+
 /* Fresh zeroed read-write memory, or NULL. */
 void *hz_os_map(size_t size);
 /* Like hz_os_map, but the result is aligned to `align` (a power of two). */

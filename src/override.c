@@ -91,9 +91,9 @@ HZ_EXPORT int __posix_memalign(void **out, size_t alignment, size_t size) {
 HZ_EXPORT int malloc_trim(size_t pad) {
   (void)pad;
   hz_os_stats_t before, after;
-  hz_stats_os(&before);
+  hz_os_counts(&before);
   hz_collect(true);
-  hz_stats_os(&after);
+  hz_os_counts(&after);
   return after.purged_bytes != before.purged_bytes ||
          after.mapped_bytes < before.mapped_bytes;
 }
@@ -109,7 +109,9 @@ HZ_EXPORT struct mallinfo2 mallinfo2(void) {
   hz_heap_summary_t heaps;
   hz_memory_summary_t memory;
   hz_api_summarize(&heaps, &memory);
-  size_t mapped = hz_stats_mapped_bytes();
+  hz_os_stats_t os;
+  hz_os_counts(&os);
+  size_t mapped = os.mapped_bytes;
   size_t large_live = hz_stats_large_live_bytes();
   size_t large = large_live + memory.large_cached_bytes;
   size_t arena = mapped > large ? mapped - large : 0;

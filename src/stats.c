@@ -14,8 +14,6 @@
 
 #include "os.h"
 
-static _Atomic uint64_t mmap_calls, munmap_calls, mremap_calls, madvise_calls;
-static _Atomic size_t mapped_bytes, discarded_bytes;
 static _Atomic uint64_t large_allocs, large_frees, large_reuses;
 static _Atomic size_t large_live_bytes;
 static _Atomic int64_t class_live[HZ_CLASS_COUNT];
@@ -29,23 +27,6 @@ static _Atomic uint64_t orphan_cas_retries;
   atomic_fetch_sub_explicit(&(counter), (n), memory_order_relaxed)
 #define GET(counter) atomic_load_explicit(&(counter), memory_order_relaxed)
 
-void hz_stats_count_mmap(size_t bytes) {
-  ADD(mmap_calls, 1);
-  ADD(mapped_bytes, bytes);
-}
-void hz_stats_count_munmap(size_t bytes) {
-  ADD(munmap_calls, 1);
-  SUB(mapped_bytes, bytes);
-}
-void hz_stats_count_mremap(size_t unmapped, size_t mapped) {
-  ADD(mremap_calls, 1);
-  ADD(mapped_bytes, mapped);
-  SUB(mapped_bytes, unmapped);
-}
-void hz_stats_count_madvise(size_t bytes) {
-  ADD(madvise_calls, 1);
-  ADD(discarded_bytes, bytes);
-}
 void hz_stats_count_large_alloc(size_t bytes) {
   ADD(large_allocs, 1);
   ADD(large_live_bytes, bytes);
@@ -79,15 +60,6 @@ void hz_stats_count_orphan_free(uint8_t cls, unsigned cas_retries) {
   SUB(class_live[cls], 1);
 }
 
-size_t hz_stats_mapped_bytes(void) { return GET(mapped_bytes); }
-void hz_stats_os(hz_os_stats_t *out) {
-  out->mmap_calls = GET(mmap_calls);
-  out->munmap_calls = GET(munmap_calls);
-  out->mremap_calls = GET(mremap_calls);
-  out->madvise_calls = GET(madvise_calls);
-  out->mapped_bytes = GET(mapped_bytes);
-  out->purged_bytes = GET(discarded_bytes);
-}
 size_t hz_stats_large_live_bytes(void) { return GET(large_live_bytes); }
 size_t hz_stats_large_live_count(void) {
   return (size_t)(GET(large_allocs) - GET(large_frees));
@@ -254,13 +226,15 @@ void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
               m->large_cached, m->large_cached_bytes, m->large_dirty_bytes,
               m->segments_cached, m->dirty_bytes);
   hz_os_print("  segments       %zu live\n", m->segments);
+  hz_os_stats_t os;
+  hz_os_counts(&os);
   hz_os_print("  os             %llu mmap, %llu munmap, %llu mremap, %llu "
               "madvise; %zu bytes mapped, %zu bytes purged\n",
-              (unsigned long long)GET(mmap_calls),
-              (unsigned long long)GET(munmap_calls),
-              (unsigned long long)GET(mremap_calls),
-              (unsigned long long)GET(madvise_calls), GET(mapped_bytes),
-              GET(discarded_bytes));
+              (unsigned long long)os.mmap_calls,
+              (unsigned long long)os.munmap_calls,
+              (unsigned long long)os.mremap_calls,
+              (unsigned long long)os.madvise_calls, os.mapped_bytes,
+              os.purged_bytes);
   size_t rss = hz_os_rss();
   hz_os_print("  rss            %zu bytes (peak %zu)\n", rss, peak_rss(rss));
   report_sync(h, m);
@@ -331,6 +305,8 @@ bool hz_stats_write_json(const char *path, const hz_heap_summary_t *h,
   static json_t j; /* 16 KiB: not on a thread's stack */
   j.len = 0;
   size_t rss = hz_os_rss();
+  hz_os_stats_t os;
+  hz_os_counts(&os);
   const hz_heap_stats_t *c = &h->counters;
   json_add(&j, "{\n");
   json_classes(&j, h);
@@ -363,11 +339,11 @@ bool hz_stats_write_json(const char *path, const hz_heap_summary_t *h,
            "\"madvise\": %llu, \"mapped_bytes\": %zu, \"purged_bytes\": "
            "%zu},\n"
            "  \"rss_bytes\": %zu, \"peak_rss_bytes\": %zu\n}\n",
-           (unsigned long long)GET(mmap_calls),
-           (unsigned long long)GET(munmap_calls),
-           (unsigned long long)GET(mremap_calls),
-           (unsigned long long)GET(madvise_calls), GET(mapped_bytes),
-           GET(discarded_bytes), rss, peak_rss(rss));
+           (unsigned long long)os.mmap_calls,
+           (unsigned long long)os.munmap_calls,
+           (unsigned long long)os.mremap_calls,
+           (unsigned long long)os.madvise_calls, os.mapped_bytes,
+           os.purged_bytes, rss, peak_rss(rss));
   if (hz_os_write_file(path, j.text, j.len)) return true;
   hz_os_message("warning: could not write the stats to %s", path);
   return false;

@@ -63,19 +63,9 @@ typedef struct {
   size_t large_dirty_bytes;  /* of those, not yet purged */
 } hz_memory_summary_t;
 
-typedef struct {
-  uint64_t mmap_calls, munmap_calls, mremap_calls, madvise_calls;
-  size_t mapped_bytes; /* mapped now */
-  size_t purged_bytes; /* given back with madvise, in total */
-} hz_os_stats_t;
-
-void hz_stats_count_mmap(size_t bytes);
-/* One mremap that unmapped and mapped these many bytes. */
-void hz_stats_count_mremap(size_t unmapped, size_t mapped);
+/* The large box's counts (the os box keeps its own: hz_os_counts). */
 void hz_stats_count_large_reuse(void);
 void hz_stats_count_large_resize(size_t old_bytes, size_t new_bytes);
-void hz_stats_count_munmap(size_t bytes);
-void hz_stats_count_madvise(size_t bytes);
 void hz_stats_count_large_alloc(size_t bytes);
 void hz_stats_count_large_free(size_t bytes);
 /* A thread's live count of class `cls` moved by `delta` blocks since it
@@ -86,8 +76,6 @@ void hz_stats_add_live(uint8_t cls, int64_t delta);
  * its push. */
 void hz_stats_count_orphan_free(uint8_t cls, unsigned cas_retries);
 
-size_t hz_stats_mapped_bytes(void);
-void hz_stats_os(hz_os_stats_t *out);
 size_t hz_stats_large_live_bytes(void);
 size_t hz_stats_large_live_count(void);
 

@@ -57,7 +57,7 @@ static void set_option(const char *name, const char *value) {
 
 static hz_os_stats_t os_stats(void) {
   hz_os_stats_t s;
-  hz_stats_os(&s);
+  hz_os_counts(&s);
   return s;
 }
 

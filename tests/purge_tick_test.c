@@ -35,7 +35,7 @@ static void set_option(const char *name, const char *value) {
 
 static uint64_t madvise_calls(void) {
   hz_os_stats_t s;
-  hz_stats_os(&s);
+  hz_os_counts(&s);
   return s.madvise_calls;
 }
 
