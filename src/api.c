@@ -175,7 +175,7 @@ HZ_EXPORT void hz_free_aligned_sized(void *ptr, size_t alignment, size_t size) {
 
 static void *api_calloc(size_t total) {
   /* The large box knows whether a mapping still reads as zeros. */
-  if (total > HZ_SMALL_MAX) return hz_heap_large_alloc(total, 0, true);
+  if (total > HZ_SMALL_MAX) return hz_thread_large_alloc(total, 0, true);
   void *p = hz_heap_malloc(total);
   if (p != NULL) memset(p, 0, total);
   return p;
@@ -275,7 +275,7 @@ static void *api_memalign(size_t alignment, size_t size) {
   }
   if (size + alignment - HZ_MIN_ALIGN <= HZ_SMALL_MAX)
     return api_aligned_small(alignment, size);
-  return hz_heap_large_alloc(size, alignment, false);
+  return hz_thread_large_alloc(size, alignment, false);
 }
 
 /* Debug: a block with room for the canary, armed, then shown to memcheck. */

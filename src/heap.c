@@ -15,7 +15,6 @@
 #include "os.h"
 #include "prof.h"
 #include "purge.h"
-#include "thread.h"
 
 /* Bins empty and without room: every call takes the slow path. */
 const hz_heap_t hz_heap_empty = {.state = HZ_HEAP_EMPTY};
@@ -409,43 +408,46 @@ static bool heap_free_unsampled(hz_heap_t *heap, hz_page_t *page, void *p) {
 }
 
 /* Every free the fast path did not finish: a page of another heap, a page
- * with a flag (aligned blocks), a large block, or a thread without heap. */
-void hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
-                          void *p) {
-  if (heap_free_unsampled(heap, page, p)) return;
+ * with a flag (aligned or sampled blocks), a large block, or a thread
+ * without a heap. That last case gets back the block it must find a heap
+ * for (thread box); otherwise NULL, the free done. */
+hz_block_t *hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg,
+                                 hz_page_t *page, void *p) {
+  if (heap_free_unsampled(heap, page, p)) return NULL;
   hz_heap_t *owner = hz_page_heap(page);
   if (owner == NULL) {
     heap_free_large(seg, p);
-    return;
+    return NULL;
   }
   hz_block_t *block = heap_block_to_free(page, p, owner == heap);
-  if (block == NULL) return;
+  if (block == NULL) return NULL;
   if (HZ_UNLIKELY(heap_page_is_retired(page))) {
     heap_double_free(page, block);
-    return;
+    return NULL;
   }
   hz_check_freeing(block, page->class_id, page->block_size);
   if (HZ_UNLIKELY(hz_page_flags(page) & HZ_PAGE_SAMPLED))
     heap_forget_sampled(heap, page, block);
-  if (heap->state == HZ_HEAP_EMPTY) {
-    /* A thread that only frees gets a heap too, so its frees travel home
-     * in batches like any other; past its exit handler it has none. */
-    heap = hz_thread_attach_for_free();
-    if (heap == NULL) {
-      uint8_t cls = page->class_id; /* the page may go once the block is home */
-      hz_stats_count_orphan_free(
-          cls, hz_remote_push_one(&owner->inbox, block, page->block_size));
-      return;
-    }
-  }
+  if (heap->state == HZ_HEAP_EMPTY) return block;
+  hz_heap_free_block(heap, page, block);
+  return NULL;
+}
+
+void hz_heap_free_block(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
   heap->bins[page->class_id].frees++;
-  if (owner == heap) {
+  if (hz_page_heap(page) == heap) {
     hz_heap_free_full_bin(heap, page, block);
     return;
   }
   heap_enter(heap);
   heap_free_remote(heap, page, block);
   heap_leave(heap);
+}
+
+void hz_heap_free_orphan(hz_page_t *page, hz_block_t *block) {
+  uint8_t cls = page->class_id; /* the page may go once the block is home */
+  hz_stats_count_orphan_free(cls, hz_remote_push_one(&hz_page_heap(page)->inbox,
+                                                     block, page->block_size));
 }
 
 static void heap_flush_stash(hz_heap_t *heap) {
@@ -521,7 +523,6 @@ static hz_page_t *heap_new_page(hz_heap_t *heap, uint8_t cls) {
     if (hz_page_has_room(page)) return page;
   }
   if (page == NULL) {
-    hz_thread_reclaim_pooled();
     page = hz_segment_page_alloc(kind);
     if (page == NULL) return NULL;
     HZ_SHARED_ADD(heap->stats.pages_acquired, 1);
@@ -634,7 +635,7 @@ HZ_NOINLINE void *hz_heap_malloc_sampled(hz_heap_t *heap, hz_bin_t *bin,
   return heap_sampled(heap, hz_bin_take(bin, bin->top, cls), size);
 }
 
-static void *heap_malloc_small(hz_heap_t *heap, size_t size) {
+void *hz_heap_malloc_small(hz_heap_t *heap, size_t size) {
   heap_enter(heap);
   HZ_SHARED_ADD(heap->stats.slow_mallocs, 1);
   heap_flush_stash(heap);
@@ -651,34 +652,6 @@ static void *heap_malloc_small(hz_heap_t *heap, size_t size) {
   if (HZ_UNLIKELY(bin->sample_left == 0) && block != NULL)
     return heap_sampled(heap, block, size);
   return block;
-}
-
-/* A request the kernel refused may fit once the process gives back what
- * it holds free (cached segments and mappings hold address space, which a
- * limit like ulimit -v counts): one more try after that. */
-static HZ_NOINLINE void *heap_retry(hz_heap_t *heap, size_t size, size_t align,
-                                    bool zero) {
-  if (size > HZ_REQUEST_MAX) return NULL;
-  hz_thread_give_back_all();
-  void *p = heap == NULL ? hz_large_alloc(size, align, zero)
-                         : heap_malloc_small(heap, size);
-  if (p == NULL) errno = ENOMEM;
-  return p;
-}
-
-void *hz_heap_large_alloc(size_t size, size_t align, bool zero) {
-  void *p = hz_large_alloc(size, align, zero);
-  if (HZ_UNLIKELY(p == NULL)) p = heap_retry(NULL, size, align, zero);
-  if (HZ_UNLIKELY(hz_prof_active) && p != NULL) hz_prof_large(p, size);
-  return p;
-}
-
-void *hz_heap_malloc_slow(size_t size, hz_heap_t *heap) {
-  if (heap->state == HZ_HEAP_EMPTY) return hz_thread_malloc_unattached(size);
-  hz_purge_tick();
-  if (size > HZ_SMALL_MAX) return hz_heap_large_alloc(size, 0, false);
-  void *p = heap_malloc_small(heap, size);
-  return HZ_LIKELY(p != NULL) ? p : heap_retry(heap, size, 0, false);
 }
 
 /* ---------------------------------------------------------------------------

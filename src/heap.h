@@ -135,13 +135,27 @@ extern HZ_TLS hz_heap_t *hz_heap_tls;
 
 HZ_INLINE hz_heap_t *hz_heap_current(void) { return hz_heap_tls; }
 
-/* Size first: the fast path's tail call then leaves it where it is. */
-void *hz_heap_malloc_slow(size_t size, hz_heap_t *heap);
-/* A large block (large box), given one more try after the process gave
- * back what it holds free when the first fails. */
-void *hz_heap_large_alloc(size_t size, size_t align, bool zero);
-void hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
-                          void *p);
+/* The slow paths the fast paths below fall into belong to the thread box
+ * (thread.c), which gives a thread without a heap one, and calls the
+ * heap's own slow paths that follow. Size first: the fast path's tail
+ * call then leaves it where it is. */
+void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap);
+void hz_thread_free_slow(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
+                         void *p);
+
+/* A small block from the heap's bins and pages (refilling them), or NULL
+ * when out of memory. */
+void *hz_heap_malloc_small(hz_heap_t *heap, size_t size);
+/* Every free the fast path did not finish. For the empty heap (a thread
+ * without one) it returns the block to give a heap; otherwise NULL. */
+struct hz_block_s *hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg,
+                                        hz_page_t *page, void *p);
+/* Free a block, checked already, through `heap` (owner or not). */
+void hz_heap_free_block(hz_heap_t *heap, hz_page_t *page,
+                        struct hz_block_s *block);
+/* A thread with no heap and none to get: the block goes straight to its
+ * owner's inbox. */
+void hz_heap_free_orphan(hz_page_t *page, struct hz_block_s *block);
 /* The owner frees block p of page into its bin, making room if full. */
 void hz_heap_free_full_bin(hz_heap_t *heap, hz_page_t *page, void *p);
 /* Report a free of p, a pointer into one of our pages that is no block
@@ -171,7 +185,7 @@ void *hz_heap_malloc_sampled(hz_heap_t *heap, hz_bin_t *bin, size_t size);
 HZ_INLINE void *hz_heap_malloc_class(hz_heap_t *heap, size_t cls, size_t size) {
   hz_bin_t *bin = &heap->bins[cls];
   void **top = bin->top;
-  if (HZ_UNLIKELY(top <= bin->base)) return hz_heap_malloc_slow(size, heap);
+  if (HZ_UNLIKELY(top <= bin->base)) return hz_thread_malloc_slow(size, heap);
   if (HZ_UNLIKELY(--bin->sample_left == 0))
     return hz_heap_malloc_sampled(heap, bin, size);
   return hz_bin_take(bin, top, (unsigned)cls);
@@ -188,7 +202,7 @@ HZ_INLINE void *hz_heap_malloc(size_t size) {
     return hz_heap_malloc_class(heap, hz_class_lut[(size + 15) >> 4], size);
   if (HZ_LIKELY(size <= HZ_SMALL_MAX))
     return hz_heap_malloc_class(heap, hz_sizeclass_of_large(size), size);
-  return hz_heap_malloc_slow(size, heap);
+  return hz_thread_malloc_slow(size, heap);
 }
 
 /* A pointer that is not ours is reported and never written to; on our own
@@ -225,7 +239,7 @@ HZ_INLINE void hz_heap_free(void *p) {
       return;
     }
   }
-  hz_heap_free_generic(heap, seg, page, p);
+  hz_thread_free_slow(heap, seg, page, p);
 }
 
 /* The profiler is on: count down to a first sample in every class. */
@@ -255,11 +269,15 @@ void hz_heap_release_claim(hz_heap_t *heap);
  * free blocks in its pages (malloc_trim). */
 void hz_heap_trim(hz_heap_t *heap);
 
-/* Thread lifecycle (called by init). */
-hz_heap_t *hz_heap_acquire(void);
-void hz_heap_release(hz_heap_t *heap);
-/* Merge what every heap knows into one summary. */
-void hz_heap_summarize(hz_heap_summary_t *out);
+/* Thread lifecycle (called by the thread box). */
+void hz_heap_init(hz_heap_t *heap);
+void hz_heap_flush(hz_heap_t *heap);
+/* The exiting owner publishes its stash and counts and keeps its bins for
+ * the thread that adopts the heap next (collectors take them otherwise). */
+void hz_heap_park(hz_heap_t *heap);
+/* The owner publishes its bins' counts of every class (heap_publish_counts). */
+void hz_heap_publish_all(hz_heap_t *heap);
+void hz_heap_summarize_one(const hz_heap_t *heap, hz_heap_summary_t *out);
 
 /* fork: hold the pool lock across fork; in the child, pool the heaps of
  * threads that no longer exist. */

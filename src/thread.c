@@ -390,6 +390,55 @@ hz_heap_t *hz_thread_attach_for_free(void) {
   return thread_exiting ? NULL : hz_thread_attach();
 }
 
+/* ---------------------------------------------------------------------------
+ * The slow paths of the fast paths (heap.h)
+ * ------------------------------------------------------------------------- */
+/* A request the kernel refused may fit once the process gives back what
+ * it holds free (cached segments and mappings hold address space, which a
+ * limit like ulimit -v counts): one more try after that. */
+static HZ_NOINLINE void *thread_retry(hz_heap_t *heap, size_t size,
+                                      size_t align, bool zero) {
+  if (size > HZ_REQUEST_MAX) return NULL;
+  hz_thread_give_back_all();
+  void *p = heap == NULL ? hz_large_alloc(size, align, zero)
+                         : hz_heap_malloc_small(heap, size);
+  if (p == NULL) errno = ENOMEM;
+  return p;
+}
+
+void *hz_thread_large_alloc(size_t size, size_t align, bool zero) {
+  void *p = hz_large_alloc(size, align, zero);
+  if (HZ_UNLIKELY(p == NULL)) p = thread_retry(NULL, size, align, zero);
+  if (HZ_UNLIKELY(hz_prof_active) && p != NULL) hz_prof_large(p, size);
+  return p;
+}
+
+/* A heap that took a page from the segments (none spare) has pooled
+ * heaps give theirs back, one at a time, so the next ones need no new
+ * segment. */
+void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap) {
+  if (heap->state == HZ_HEAP_EMPTY) return hz_thread_malloc_unattached(size);
+  hz_purge_tick();
+  if (size > HZ_SMALL_MAX) return hz_thread_large_alloc(size, 0, false);
+  uint64_t pages = heap->stats.pages_acquired;
+  void *p = hz_heap_malloc_small(heap, size);
+  if (heap->stats.pages_acquired != pages) hz_thread_reclaim_pooled();
+  return HZ_LIKELY(p != NULL) ? p : thread_retry(heap, size, 0, false);
+}
+
+/* A thread that only frees gets a heap too, so its frees travel home in
+ * batches like any other; past its exit handler it has none. */
+void hz_thread_free_slow(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
+                         void *p) {
+  hz_block_t *block = hz_heap_free_generic(heap, seg, page, p);
+  if (block == NULL) return;
+  heap = hz_thread_attach_for_free();
+  if (heap != NULL)
+    hz_heap_free_block(heap, page, block);
+  else
+    hz_heap_free_orphan(page, block);
+}
+
 /* Destructors of other keys may allocate after ours ran. Binding a heap
  * again would leave it with a dead thread once glibc stops calling
  * destructors, so such calls borrow a pooled heap and give it back. */
@@ -399,7 +448,7 @@ void *hz_thread_malloc_unattached(size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  void *p = hz_heap_malloc_slow(size, heap);
+  void *p = hz_thread_malloc_slow(size, heap);
   if (thread_exiting) {
     hz_heap_flush(heap);
     hz_lock(&pool_lock);

@@ -17,6 +17,9 @@ hz_heap_t *hz_thread_attach_for_free(void);
 /* malloc for a thread without a heap: attach one, or, when the thread is
  * already past its exit handler, serve the call from a borrowed heap. */
 void *hz_thread_malloc_unattached(size_t size);
+/* A large block (large box), given one more try after the process gave
+ * back what it holds free when the first fails. */
+void *hz_thread_large_alloc(size_t size, size_t align, bool zero);
 /* Flush one pooled heap (drain its inbox, give back its empty pages). */
 void hz_thread_reclaim_pooled(void);
 /* Collect the heaps of other threads (only those idle since the last
@@ -32,15 +35,5 @@ void hz_thread_give_back_all(void);
 void hz_thread_locks_taken(uint64_t *pool, uint64_t *collect);
 /* Summary over every heap, for the stats report. */
 void hz_thread_summarize(hz_heap_summary_t *out);
-
-/* Defined in heap.c, used here. */
-void hz_heap_init(hz_heap_t *heap);
-void hz_heap_flush(hz_heap_t *heap);
-/* The exiting owner publishes its stash and counts and keeps its bins for
- * the thread that adopts the heap next (collectors take them otherwise). */
-void hz_heap_park(hz_heap_t *heap);
-/* The owner publishes its bins' counts of every class (heap_publish_counts). */
-void hz_heap_publish_all(hz_heap_t *heap);
-void hz_heap_summarize_one(const hz_heap_t *heap, hz_heap_summary_t *out);
 
 #endif

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The boxes and their allowed calls, as docs/DESIGN.md's table states them,
+# checked against the compiled objects: each box may call only the boxes
+# its row names, and those must all be rows above it (so no circle). A
+# call from one box into another is an undefined symbol of the caller's
+# object that the other box's object defines (nm). Every object of the
+# library must belong to a box.
+# Usage: boxes_test.sh SOURCE_DIR BUILD_DIR
+set -u
+DESIGN=$1/docs/DESIGN.md
+OBJ=$2/CMakeFiles/hakozuna.dir/src
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+failures=0
+fail() {
+  echo "FAIL $*"
+  failures=$((failures + 1))
+}
+
+# The table: "box|file file|callee callee" per row, in order.
+awk '/<!-- boxes:/ { on = 1; next } /<!-- boxes end/ { on = 0 }
+     on && /^\| [a-z_]+ \| `/ {
+       n = split($0, cell, "|")
+       box = cell[2]; gsub(/ /, "", box)
+       files = cell[3]; gsub(/`|,/, "", files); gsub(/src\//, "", files)
+       calls = cell[4]; gsub(/,|—/, "", calls)
+       gsub(/^ +| +$/, "", files); gsub(/^ +| +$/, "", calls)
+       print box "|" files "|" calls
+     }' "$DESIGN" >"$WORK/table"
+[ -s "$WORK/table" ] || { echo "FAIL no box table in $DESIGN"; exit 1; }
+
+# Rows name only boxes above them.
+awk -F'|' '{ split($3, c, " "); for (i in c) if (!(c[i] in seen))
+               print "FAIL box " $1 " may call " c[i] ", which is not a row above it"
+             seen[$1] = 1 }' "$WORK/table" >"$WORK/order"
+if [ -s "$WORK/order" ]; then cat "$WORK/order"; failures=$((failures + 1)); fi
+
+# file -> box, and every object has a box.
+declare -A box_of allowed
+while IFS='|' read -r box files calls; do
+  for f in $files; do box_of[${f%.c}]=$box; done
+  allowed[$box]=" $calls "
+done <"$WORK/table"
+for o in "$OBJ"/*.c.o; do
+  f=$(basename "$o" .c.o)
+  [ -n "${box_of[$f]:-}" ] || fail "src/$f.c belongs to no box in docs/DESIGN.md"
+done
+
+# symbol -> box of the object defining it.
+for o in "$OBJ"/*.c.o; do
+  f=$(basename "$o" .c.o)
+  nm --defined-only "$o" | awk -v b="${box_of[$f]:-?}" '$2 ~ /[TDBR]/ { print $3, b }'
+done | sort -u >"$WORK/defined"
+
+calls=0
+for o in "$OBJ"/*.c.o; do
+  f=$(basename "$o" .c.o)
+  from=${box_of[$f]:-?}
+  nm -u "$o" | awk '{ print $2 }' | sort -u >"$WORK/undefined"
+  while read -r sym to; do
+    [ "$to" = "$from" ] && continue
+    calls=$((calls + 1))
+    case "${allowed[$from]:-}" in
+      *" $to "*) ;;
+      *) fail "box $from (src/$f.c) calls $sym of box $to: docs/DESIGN.md does not allow $from -> $to" ;;
+    esac
+  done < <(join "$WORK/undefined" "$WORK/defined")
+done
+[ "$calls" -gt 50 ] || fail "only $calls calls between boxes found: is $OBJ the library's objects?"
+
+if [ $failures -gt 0 ]; then
+  echo "boxes: $failures failed"
+  exit 1
+fi
+echo "boxes: $(wc -l <"$WORK/table") boxes, $calls calls between them, all allowed"
