@@ -393,8 +393,8 @@ static void heap_forget_sampled(hz_heap_t *heap, hz_page_t *page,
  * flag goes once the page holds no sampled block. False: not this case. */
 static bool heap_free_unsampled(hz_heap_t *heap, hz_page_t *page, void *p) {
   if (hz_page_owner_word(page) != ((uintptr_t)heap | HZ_PAGE_SAMPLED) ||
-      !hz_page_is_block(page, p, page->capacity) ||
-      hz_prof_may_be_sampled(p) || !hz_check_freeing_fast(p))
+      !hz_page_is_block(page, p, page->capacity) || hz_prof_may_be_sampled(p) ||
+      !hz_check_freeing_fast(p))
     return false;
   if (!hz_prof_page_may_hold(page))
     hz_page_set_flag(page, HZ_PAGE_SAMPLED, false);
@@ -467,8 +467,8 @@ static bool heap_inbox_link_ok(const hz_heap_t *heap, const hz_block_t *next) {
   hz_segment_t *seg = hz_segment_of(next);
   if (seg == NULL || seg->kind == HZ_SEGMENT_LARGE) return false;
   hz_page_t *page = hz_segment_page_of(seg, next);
-  return hz_page_heap(page) == heap && hz_page_is_block(page, next,
-                                                        page->reserved);
+  return hz_page_heap(page) == heap &&
+         hz_page_is_block(page, next, page->reserved);
 }
 
 /* Put blocks received through the inbox into their bins (only the owner

@@ -44,12 +44,12 @@ static bool os_fault(void) {
   errno = ENOMEM;
   return true;
 }
-#define OS_MMAP(...)   (os_fault() ? MAP_FAILED : mmap(__VA_ARGS__))
-#define OS_MREMAP(...) (os_fault() ? MAP_FAILED : mremap(__VA_ARGS__))
+#define OS_MMAP(...)    (os_fault() ? MAP_FAILED : mmap(__VA_ARGS__))
+#define OS_MREMAP(...)  (os_fault() ? MAP_FAILED : mremap(__VA_ARGS__))
 #define OS_MADVISE(...) (os_fault() ? -1 : madvise(__VA_ARGS__))
 #else
-#define OS_MMAP   mmap
-#define OS_MREMAP mremap
+#define OS_MMAP    mmap
+#define OS_MREMAP  mremap
 #define OS_MADVISE madvise
 #endif
 
@@ -86,7 +86,7 @@ void hz_os_counts(hz_os_stats_t *out) {
 void *hz_os_map(size_t size) {
   int saved = errno;
   void *p = OS_MMAP(NULL, size, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   errno = saved;
   if (p == MAP_FAILED) return NULL;
   COUNT(mmap_calls, 1);
@@ -136,12 +136,12 @@ static void *os_map_at_hint(size_t size, size_t align) {
   void *hint = (void *)os_hint_take(size, align);
   int saved = errno;
   void *p = OS_MMAP(hint, size, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   errno = saved;
   if (p == MAP_FAILED) return NULL;
   if (p == hint) {
     COUNT(mmap_calls, 1);
-  COUNT(mapped_bytes, size);
+    COUNT(mapped_bytes, size);
     return p;
   }
   munmap(p, size); /* the kernel chose elsewhere */
@@ -249,8 +249,8 @@ bool hz_os_remap_in_place(void *addr, size_t old_size, size_t new_size) {
 
 bool hz_os_remap_to(void *addr, size_t old_size, size_t new_size, void *to) {
   int saved = errno;
-  void *p = OS_MREMAP(addr, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED,
-                     to);
+  void *p =
+      OS_MREMAP(addr, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, to);
   errno = saved;
   if (p == MAP_FAILED) return false;
   /* The reservation at `to` was counted when mapped; the old range goes. */
@@ -324,8 +324,7 @@ static void os_write_all(int fd, const char *buf, size_t len) {
   }
 }
 
-static void os_vprint(int fd, const char *prefix, const char *fmt,
-                      va_list ap) {
+static void os_vprint(int fd, const char *prefix, const char *fmt, va_list ap) {
   char buf[512];
   int saved = errno;
   size_t len = 0;

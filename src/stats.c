@@ -228,13 +228,12 @@ void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
   hz_os_print("  segments       %zu live\n", m->segments);
   hz_os_stats_t os;
   hz_os_counts(&os);
-  hz_os_print("  os             %llu mmap, %llu munmap, %llu mremap, %llu "
-              "madvise; %zu bytes mapped, %zu bytes purged\n",
-              (unsigned long long)os.mmap_calls,
-              (unsigned long long)os.munmap_calls,
-              (unsigned long long)os.mremap_calls,
-              (unsigned long long)os.madvise_calls, os.mapped_bytes,
-              os.purged_bytes);
+  hz_os_print(
+      "  os             %llu mmap, %llu munmap, %llu mremap, %llu "
+      "madvise; %zu bytes mapped, %zu bytes purged\n",
+      (unsigned long long)os.mmap_calls, (unsigned long long)os.munmap_calls,
+      (unsigned long long)os.mremap_calls, (unsigned long long)os.madvise_calls,
+      os.mapped_bytes, os.purged_bytes);
   size_t rss = hz_os_rss();
   hz_os_print("  rss            %zu bytes (peak %zu)\n", rss, peak_rss(rss));
   report_sync(h, m);
@@ -334,16 +333,15 @@ bool hz_stats_write_json(const char *path, const hz_heap_summary_t *h,
            (unsigned long long)GET(large_reuses),
            (unsigned long long)GET(large_frees), GET(large_live_bytes),
            m->large_cached, m->large_cached_bytes);
-  json_add(&j,
-           "  \"os\": {\"mmap\": %llu, \"munmap\": %llu, \"mremap\": %llu, "
-           "\"madvise\": %llu, \"mapped_bytes\": %zu, \"purged_bytes\": "
-           "%zu},\n"
-           "  \"rss_bytes\": %zu, \"peak_rss_bytes\": %zu\n}\n",
-           (unsigned long long)os.mmap_calls,
-           (unsigned long long)os.munmap_calls,
-           (unsigned long long)os.mremap_calls,
-           (unsigned long long)os.madvise_calls, os.mapped_bytes,
-           os.purged_bytes, rss, peak_rss(rss));
+  json_add(
+      &j,
+      "  \"os\": {\"mmap\": %llu, \"munmap\": %llu, \"mremap\": %llu, "
+      "\"madvise\": %llu, \"mapped_bytes\": %zu, \"purged_bytes\": "
+      "%zu},\n"
+      "  \"rss_bytes\": %zu, \"peak_rss_bytes\": %zu\n}\n",
+      (unsigned long long)os.mmap_calls, (unsigned long long)os.munmap_calls,
+      (unsigned long long)os.mremap_calls, (unsigned long long)os.madvise_calls,
+      os.mapped_bytes, os.purged_bytes, rss, peak_rss(rss));
   if (hz_os_write_file(path, j.text, j.len)) return true;
   hz_os_message("warning: could not write the stats to %s", path);
   return false;
