@@ -1,16 +1,19 @@
-/* heap: the slow paths behind the inline fast paths of heap.h — finding or
- * making a page with free blocks, freeing to a page that needs attention,
- * sending blocks to their owner's inbox and draining our own.
+/* heap: a heap's bins and pages, and the malloc slow path behind the
+ * inline fast path of heap.h: refilling a bin from the class's pages
+ * (freed blocks, or fresh ones carved), finding or making a page, spare
+ * pages, spilling a full bin, publishing the per-class counts, and taking
+ * the inbox home. Frees the fast path leaves are heap_free.c's; the
+ * collection of idle heaps is heap_collect.c's.
  *
  * Invariants: a page is on exactly one queue of its owner (its class
  * queue, or `full` when in_full is set); a block in a bin counts as used
  * by its page; bins hold only block starts of pages their heap owns. */
-#include "heap.h"
+#include "heap_parts.h"
 
-#include <errno.h>
 #include <string.h>
 
 #include "large.h"
+#include "list.h"
 #include "options.h"
 #include "os.h"
 #include "prof.h"
@@ -20,78 +23,6 @@
 const hz_heap_t hz_heap_empty = {.state = HZ_HEAP_EMPTY};
 
 HZ_TLS hz_heap_t *hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
-
-/* ---------------------------------------------------------------------------
- * Collection handshake: the owner side costs two plain stores and a load;
- * the collector pays for a membarrier. ThreadSanitizer cannot see that
- * barrier, so its build makes both sides sequentially consistent.
- * ------------------------------------------------------------------------- */
-#if defined(__SANITIZE_THREAD__)
-#define HANDSHAKE_ORDER memory_order_seq_cst
-#else
-#define HANDSHAKE_ORDER memory_order_relaxed
-#endif
-
-static void heap_raise_busy(hz_heap_t *heap) {
-  atomic_store_explicit(&heap->busy, 1, HANDSHAKE_ORDER);
-  atomic_signal_fence(memory_order_seq_cst);
-}
-
-static bool heap_claimed(hz_heap_t *heap) {
-  return atomic_load_explicit(&heap->collector, memory_order_seq_cst) != 0;
-}
-
-void hz_heap_wait_unclaimed(hz_heap_t *heap) {
-  while (heap_claimed(heap))
-    hz_os_yield();
-}
-
-static HZ_NOINLINE void heap_wait_collector(hz_heap_t *heap) {
-  do {
-    atomic_store_explicit(&heap->busy, 0, memory_order_release);
-    hz_heap_wait_unclaimed(heap);
-    heap_raise_busy(heap);
-  } while (heap_claimed(heap));
-}
-
-static void heap_bins_restore(hz_heap_t *heap);
-
-/* The owner enters / leaves a slow path. */
-static void heap_enter(hz_heap_t *heap) {
-  heap_raise_busy(heap);
-  if (HZ_UNLIKELY(heap_claimed(heap))) heap_wait_collector(heap);
-  if (HZ_UNLIKELY(heap->bins_stolen)) heap_bins_restore(heap);
-  uint32_t n = atomic_load_explicit(&heap->activity, memory_order_relaxed);
-  atomic_store_explicit(&heap->activity, n + 1, memory_order_relaxed);
-}
-
-static void heap_leave(hz_heap_t *heap) {
-  atomic_store_explicit(&heap->busy, 0, memory_order_release);
-}
-
-bool hz_heap_claim(hz_heap_t *heap, uintptr_t token, bool idle_only) {
-  if (heap->state != HZ_HEAP_LIVE && heap->state != HZ_HEAP_POOLED)
-    return false;
-  if (idle_only) {
-    uint32_t n = atomic_load_explicit(&heap->activity, memory_order_relaxed);
-    if (n != heap->collect_seen) { /* active since we last looked */
-      heap->collect_seen = n;
-      heap->collect_clean = false;
-      return false;
-    }
-    if (heap->collect_clean && !hz_remote_pending(&heap->inbox)) return false;
-  }
-  uintptr_t expected = 0;
-  return atomic_compare_exchange_strong(&heap->collector, &expected, token);
-}
-
-bool hz_heap_owner_quiet(hz_heap_t *heap) {
-  return atomic_load_explicit(&heap->busy, memory_order_seq_cst) == 0;
-}
-
-void hz_heap_release_claim(hz_heap_t *heap) {
-  atomic_store_explicit(&heap->collector, 0, memory_order_release);
-}
 
 /* ---------------------------------------------------------------------------
  * Page queues
@@ -111,38 +42,18 @@ static void queue_check(const hz_page_queue_t *q, const hz_page_t *page) {
 #endif
 
 static void queue_push_front(hz_page_queue_t *q, hz_page_t *page) {
-  page->prev = NULL;
-  page->next = q->first;
-  if (q->first != NULL)
-    q->first->prev = page;
-  else
-    q->last = page;
-  q->first = page;
+  HZ_LIST_PUSH_FRONT(q, first, last, page, next, prev);
   queue_check(q, page);
 }
 
 static void queue_push_back(hz_page_queue_t *q, hz_page_t *page) {
-  page->next = NULL;
-  page->prev = q->last;
-  if (q->last != NULL)
-    q->last->next = page;
-  else
-    q->first = page;
-  q->last = page;
+  HZ_LIST_PUSH_BACK(q, first, last, page, next, prev);
   queue_check(q, page);
 }
 
 static void queue_remove(hz_page_queue_t *q, hz_page_t *page) {
   hz_page_t *before = page->prev;
-  if (page->prev != NULL)
-    page->prev->next = page->next;
-  else
-    q->first = page->next;
-  if (page->next != NULL)
-    page->next->prev = page->prev;
-  else
-    q->last = page->prev;
-  page->next = page->prev = NULL;
+  HZ_LIST_REMOVE(q, first, last, page, next, prev);
   queue_check(q, before);
 }
 
@@ -224,7 +135,7 @@ static hz_page_t *heap_spare_take(hz_heap_t *heap, hz_segment_kind_t kind,
   return page;
 }
 
-static void heap_spare_release(hz_heap_t *heap) {
+void hz_heap_spare_release(hz_heap_t *heap) {
   for (int kind = 0; kind < HZ_HEAP_SPARE_KINDS; kind++) {
     while (heap->spare[kind] != NULL) {
       hz_page_t *page = heap->spare[kind];
@@ -238,7 +149,7 @@ static void heap_spare_release(hz_heap_t *heap) {
 /* ---------------------------------------------------------------------------
  * Freeing
  * ------------------------------------------------------------------------- */
-static void heap_retire_page(hz_heap_t *heap, hz_page_t *page) {
+void hz_heap_retire_page(hz_heap_t *heap, hz_page_t *page) {
   queue_remove(page->in_full ? &heap->full : &heap->queues[page->class_id],
                page);
   HZ_SHARED_ADD(heap->stats.pages_retired, 1);
@@ -249,7 +160,7 @@ static void heap_page_emptied(hz_heap_t *heap, hz_page_t *page) {
   /* Keep the page refills take from, so a class that frees and
    * allocates one block at a time does not bounce pages. */
   if (heap->queues[page->class_id].first == page) return;
-  heap_retire_page(heap, page);
+  hz_heap_retire_page(heap, page);
 }
 
 static void heap_unfull(hz_heap_t *heap, hz_page_t *page) {
@@ -258,20 +169,12 @@ static void heap_unfull(hz_heap_t *heap, hz_page_t *page) {
   queue_push_back(&heap->queues[page->class_id], page);
 }
 
-static bool heap_page_is_retired(const hz_page_t *page) {
-  return (hz_page_flags(page) & HZ_PAGE_RETIRED) != 0;
-}
-
-static void heap_double_free(const hz_page_t *page, const void *block) {
-  hz_check_fail("double free", block, page->class_id, page->block_size);
-}
-
 /* Put a block of ours (a block start) back on its page. A page with every
  * block free already gets one more only through a double free: reported,
  * and the block is not listed twice. */
-static void heap_page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
+void hz_heap_page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
   if (HZ_UNLIKELY(page->used == 0)) {
-    heap_double_free(page, block);
+    hz_heap_double_free(page, block);
     return;
   }
   hz_block_set_next(block, page->local_free);
@@ -282,23 +185,15 @@ static void heap_page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
   if (page->used == 0) heap_page_emptied(heap, page);
 }
 
-static hz_page_t *block_page(const void *block) {
-  return hz_segment_page_of(hz_segment_base(block), block);
-}
-
-static size_t bin_count(const hz_bin_t *bin) {
-  return (size_t)(bin->top - bin->base);
-}
-
 static size_t bin_capacity_of(const hz_bin_t *bin) {
   return (size_t)(bin->limit - bin->base);
 }
 
 /* Return the `n` oldest blocks of a bin to their pages. */
-static void heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n) {
+void hz_heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n) {
   for (size_t i = 0; i < n; i++)
-    heap_page_put(heap, block_page(bin->base[i]), bin->base[i]);
-  size_t left = bin_count(bin) - n;
+    hz_heap_page_put(heap, hz_heap_block_page(bin->base[i]), bin->base[i]);
+  size_t left = hz_bin_count(bin) - n;
   memmove(bin->base, bin->base + n, left * sizeof bin->base[0]);
   bin->top = bin->base + left;
   HZ_ASSERT(bin->top >= bin->base && bin->top <= bin->limit);
@@ -310,7 +205,7 @@ static void heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n) {
  * rarely. Both on slow paths only: the fast paths count in the bin. */
 #define LIVE_PUBLISH_STEP 64
 
-static void heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always) {
+void hz_heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always) {
   hz_bin_t *bin = &heap->bins[cls];
   hz_class_counts_t *counts = &heap->counts[cls];
   HZ_SHARED_SET(counts->allocs, hz_bin_allocs(bin));
@@ -325,13 +220,13 @@ static void heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always) {
 }
 
 void hz_heap_free_full_bin(hz_heap_t *heap, hz_page_t *page, void *p) {
-  heap_enter(heap);
+  hz_heap_enter(heap);
   hz_bin_t *bin = &heap->bins[page->class_id];
   if (bin->top == bin->limit)
-    heap_bin_spill(heap, bin, (bin_capacity_of(bin) + 1) / 2);
+    hz_heap_bin_spill(heap, bin, (bin_capacity_of(bin) + 1) / 2);
   *bin->top++ = p;
-  heap_publish_counts(heap, page->class_id, false);
-  heap_leave(heap);
+  hz_heap_publish_counts(heap, page->class_id, false);
+  hz_heap_leave(heap);
 }
 
 void hz_heap_bad_free(const hz_page_t *page, const void *p) {
@@ -339,118 +234,7 @@ void hz_heap_bad_free(const hz_page_t *page, const void *p) {
                 page->block_size);
 }
 
-/* The block a free of p on this page gives back, or NULL (reported) when p
- * names none: inside a block only where memalign handed the block out
- * (its tag is cleared here, so the block is a plain one again). Other
- * threads check against the blocks that fit, not those carved. */
-static hz_block_t *heap_block_to_free(const hz_page_t *page, void *p,
-                                      bool owner) {
-  hz_block_t *block =
-      hz_page_block_named(page, p, owner ? page->capacity : page->reserved);
-  if (block == NULL) hz_heap_bad_free(page, p);
-  if (block != NULL && (void *)block != p) *(uintptr_t *)block = 0; /* tag */
-  return block;
-}
-
-/* A block of another heap's page: into our stash. The stash may publish
- * the block at once, and its owner may then retire the page: read what the
- * page says first, and never touch it after. */
-static void heap_free_remote(hz_heap_t *heap, hz_page_t *page,
-                             hz_block_t *block) {
-  hz_inbox_t *dest = &hz_page_heap(page)->inbox;
-  uint8_t cls = page->class_id;
-  size_t size = page->block_size;
-  HZ_SHARED_ADD(heap->counts[cls].remote_frees, 1);
-  HZ_SHARED_ADD(heap->stats.remote_frees, 1);
-  HZ_SHARED_ADD(heap->stats.batches_published,
-                hz_remote_stash(&heap->stash, dest, block, size));
-  heap_publish_counts(heap, cls, false);
-}
-
-static void heap_free_large(hz_segment_t *seg, void *p) {
-  if (seg->kind == HZ_SEGMENT_LARGE && hz_large_owns(seg, p)) {
-    if (HZ_UNLIKELY(hz_prof_active)) hz_prof_forget(p, NULL);
-    hz_large_free(seg);
-    hz_purge_tick();
-  } else if (seg->kind == HZ_SEGMENT_LARGE && hz_large_was_freed(seg, p)) {
-    hz_check_fail("double free", p, 0, hz_large_usable_size(seg, p));
-  } else {
-    hz_check_report("invalid free", p, "not an allocated block");
-  }
-}
-
-/* A block of a page with sampled blocks is freed: the profiler forgets
- * it, and the owner clears the flag once the page holds no sampled block
- * (another thread cannot; the owner's next free on the page does). */
-static void heap_forget_sampled(hz_heap_t *heap, hz_page_t *page,
-                                const hz_block_t *block) {
-  if (!hz_prof_forget(block, page) && hz_page_heap(page) == heap)
-    hz_page_set_flag(page, HZ_PAGE_SAMPLED, false);
-}
-
-/* The owner frees p on its page flagged for sampled blocks only, and the
- * profiler's filter says p is none of them: the fast path's work, and the
- * flag goes once the page holds no sampled block. False: not this case. */
-static bool heap_free_unsampled(hz_heap_t *heap, hz_page_t *page, void *p) {
-  if (hz_page_owner_word(page) != ((uintptr_t)heap | HZ_PAGE_SAMPLED) ||
-      !hz_page_is_block(page, p, page->capacity) || hz_prof_may_be_sampled(p) ||
-      !hz_check_freeing_fast(p))
-    return false;
-  if (!hz_prof_page_may_hold(page))
-    hz_page_set_flag(page, HZ_PAGE_SAMPLED, false);
-  hz_bin_t *bin = &heap->bins[page->class_id];
-  bin->frees++;
-  if (bin->top != bin->limit)
-    *bin->top++ = p;
-  else
-    hz_heap_free_full_bin(heap, page, p);
-  return true;
-}
-
-/* Every free the fast path did not finish: a page of another heap, a page
- * with a flag (aligned or sampled blocks), a large block, or a thread
- * without a heap. That last case gets back the block it must find a heap
- * for (thread box); otherwise NULL, the free done. */
-hz_block_t *hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg,
-                                 hz_page_t *page, void *p) {
-  if (heap_free_unsampled(heap, page, p)) return NULL;
-  hz_heap_t *owner = hz_page_heap(page);
-  if (owner == NULL) {
-    heap_free_large(seg, p);
-    return NULL;
-  }
-  hz_block_t *block = heap_block_to_free(page, p, owner == heap);
-  if (block == NULL) return NULL;
-  if (HZ_UNLIKELY(heap_page_is_retired(page))) {
-    heap_double_free(page, block);
-    return NULL;
-  }
-  hz_check_freeing(block, page->class_id, page->block_size);
-  if (HZ_UNLIKELY(hz_page_flags(page) & HZ_PAGE_SAMPLED))
-    heap_forget_sampled(heap, page, block);
-  if (heap->state == HZ_HEAP_EMPTY) return block;
-  hz_heap_free_block(heap, page, block);
-  return NULL;
-}
-
-void hz_heap_free_block(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
-  heap->bins[page->class_id].frees++;
-  if (hz_page_heap(page) == heap) {
-    hz_heap_free_full_bin(heap, page, block);
-    return;
-  }
-  heap_enter(heap);
-  heap_free_remote(heap, page, block);
-  heap_leave(heap);
-}
-
-void hz_heap_free_orphan(hz_page_t *page, hz_block_t *block) {
-  uint8_t cls = page->class_id; /* the page may go once the block is home */
-  hz_stats_count_orphan_free(cls, hz_remote_push_one(&hz_page_heap(page)->inbox,
-                                                     block, page->block_size));
-}
-
-static void heap_flush_stash(hz_heap_t *heap) {
+void hz_heap_flush_stash(hz_heap_t *heap) {
   if (!hz_remote_stash_empty(&heap->stash))
     HZ_SHARED_ADD(heap->stats.batches_published, hz_remote_flush(&heap->stash));
 }
@@ -474,7 +258,7 @@ static bool heap_inbox_link_ok(const hz_heap_t *heap, const hz_block_t *next) {
 /* Put blocks received through the inbox into their bins (only the owner
  * may), or back on their pages when a bin is full. A spoilt link is
  * reported and ends the list: the blocks after it are lost. */
-static void heap_drain_inbox(hz_heap_t *heap, bool into_bins) {
+void hz_heap_drain_inbox(hz_heap_t *heap, bool into_bins) {
   hz_block_t *block = heap->backlog;
   if (block == NULL) {
     block = hz_remote_take_all(&heap->inbox);
@@ -489,24 +273,24 @@ static void heap_drain_inbox(hz_heap_t *heap, bool into_bins) {
                       "a block sent back by another thread");
       next = NULL;
     }
-    hz_page_t *page = block_page(block);
+    hz_page_t *page = hz_heap_block_page(block);
     hz_block_t *ahead = hz_remote_skip(block, page->block_size);
     if (ahead != NULL) __builtin_prefetch(ahead, 1);
     HZ_ASSERT(hz_page_heap(page) == heap);
     hz_bin_t *bin = &heap->bins[page->class_id];
-    if (HZ_UNLIKELY(heap_page_is_retired(page)))
-      heap_double_free(page, block); /* freed again by another thread */
+    if (HZ_UNLIKELY(hz_heap_page_is_retired(page)))
+      hz_heap_double_free(page, block); /* freed again by another thread */
     else if (into_bins && bin->top != bin->limit)
       *bin->top++ = block; /* straight to malloc, no page round trip */
     else
-      heap_page_put(heap, page, block);
+      hz_heap_page_put(heap, page, block);
     block = next;
   }
   HZ_SHARED_ADD(heap->stats.drained_blocks, (uint64_t)n);
   heap->backlog = block;
 }
 
-static bool heap_has_incoming(hz_heap_t *heap) {
+bool hz_heap_has_incoming(hz_heap_t *heap) {
   return heap->backlog != NULL || hz_remote_pending(&heap->inbox);
 }
 
@@ -621,7 +405,7 @@ static bool heap_refill(hz_heap_t *heap, uint8_t cls) {
 
 /* The block the countdown reached 0 on (it is counted): record it. */
 static void *heap_sampled(hz_heap_t *heap, void *block, size_t size) {
-  hz_page_t *page = block_page(block);
+  hz_page_t *page = hz_heap_block_page(block);
   hz_bin_t *bin = &heap->bins[page->class_id];
   heap_sample_after(bin, hz_prof_blocks_to_skip(page->block_size));
   if (hz_prof_record(block, size, page->block_size, page))
@@ -636,185 +420,20 @@ HZ_NOINLINE void *hz_heap_malloc_sampled(hz_heap_t *heap, hz_bin_t *bin,
 }
 
 void *hz_heap_malloc_small(hz_heap_t *heap, size_t size) {
-  heap_enter(heap);
+  hz_heap_enter(heap);
   HZ_SHARED_ADD(heap->stats.slow_mallocs, 1);
-  heap_flush_stash(heap);
-  if (heap_has_incoming(heap)) heap_drain_inbox(heap, true);
+  hz_heap_flush_stash(heap);
+  if (hz_heap_has_incoming(heap)) hz_heap_drain_inbox(heap, true);
   uint8_t cls = hz_sizeclass_of(size);
   hz_bin_t *bin = &heap->bins[cls];
   void *block = NULL;
   if (bin->top != bin->base || heap_refill(heap, cls)) {
     bin->sample_left--;
     block = hz_bin_take(bin, bin->top, cls);
-    heap_publish_counts(heap, cls, false);
+    hz_heap_publish_counts(heap, cls, false);
   }
-  heap_leave(heap);
+  hz_heap_leave(heap);
   if (HZ_UNLIKELY(bin->sample_left == 0) && block != NULL)
     return heap_sampled(heap, block, size);
   return block;
-}
-
-/* ---------------------------------------------------------------------------
- * Lifecycle
- * ------------------------------------------------------------------------- */
-/* ---------------------------------------------------------------------------
- * Taking blocks out of an idle heap's bins
- *
- * The owner's fast path reads top and base and writes top, with no
- * handshake. The collector raises base to top - 1 in every bin, forces a
- * barrier on every thread, and reads top again: from then on each owner
- * operation sees the new base (and finds the bin empty below it), except
- * one that was under way across the barrier, which can pop only slot
- * top - 1 or push at top. So the slots below min(new base, top - 1) are
- * the collector's; it records that bound in stolen_end. The owner's next
- * slow path keeps [stolen_end, top) and moves it back to the start.
- * ------------------------------------------------------------------------- */
-static void heap_bins_restore(hz_heap_t *heap) {
-  for (int c = 1; c < HZ_CLASS_COUNT; c++) {
-    hz_bin_t *bin = &heap->bins[c];
-    void **start = heap->bin_slots[c];
-    if (bin->base == start) continue;
-    void **from = bin->stolen_end != NULL ? bin->stolen_end : bin->base;
-    size_t left = bin->top > from ? (size_t)(bin->top - from) : 0;
-    memmove(start, from, left * sizeof *start);
-    bin->base = start;
-    bin->top = start + left;
-    bin->stolen_end = NULL;
-  }
-  heap->bins_stolen = false;
-}
-
-static void heap_page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block);
-static hz_page_t *block_page(const void *block);
-
-#if !defined(__SANITIZE_THREAD__)
-static void heap_take_bins(hz_heap_t *heap) {
-  void **old_base[HZ_CLASS_COUNT] = {0};
-  bool any = false;
-  for (int c = 1; c < HZ_CLASS_COUNT; c++) {
-    volatile hz_bin_t *bin = &heap->bins[c];
-    void **top = bin->top, **base = bin->base;
-    if (top - base < 2) continue;
-    old_base[c] = base;
-    bin->base = top - 1;
-    any = true;
-  }
-  if (!any) return;
-  if (!hz_os_barrier_all_threads()) { /* nothing taken: the owner restores */
-    for (int c = 1; c < HZ_CLASS_COUNT; c++)
-      if (old_base[c] != NULL) heap->bins[c].stolen_end = old_base[c];
-    heap->bins_stolen = true;
-    return;
-  }
-  for (int c = 1; c < HZ_CLASS_COUNT; c++) {
-    if (old_base[c] == NULL) continue;
-    volatile hz_bin_t *bin = &heap->bins[c];
-    void **end = bin->top - 1;
-    if (end > bin->base) end = bin->base;
-    for (void **slot = old_base[c]; slot < end; slot++) {
-      heap_page_put(heap, block_page(*slot), *slot);
-      HZ_SHARED_ADD(heap->stats.bin_blocks_taken, 1);
-    }
-    bin->stolen_end = end > old_base[c] ? end : old_base[c];
-  }
-  heap->bins_stolen = true;
-}
-#else
-/* ThreadSanitizer cannot see the barrier the handshake relies on. */
-static void heap_take_bins(hz_heap_t *heap) { (void)heap; }
-#endif
-
-static void heap_collect(hz_heap_t *heap) {
-  heap_flush_stash(heap);
-  while (heap_has_incoming(heap))
-    heap_drain_inbox(heap, false);
-  for (int c = 0; c < HZ_CLASS_COUNT; c++) {
-    hz_page_t *page = heap->queues[c].first;
-    while (page != NULL) {
-      hz_page_t *next = page->next;
-      if (page->used == 0) heap_retire_page(heap, page);
-      page = next;
-    }
-  }
-  heap_spare_release(heap);
-}
-
-/* Pages still in use keep only their live blocks resident. */
-static void heap_discard_free_blocks(hz_heap_t *heap) {
-  bool lazy = hz_option_enabled(HZ_OPTION_PURGE_MADV_FREE);
-  for (int c = 0; c < HZ_CLASS_COUNT; c++)
-    for (hz_page_t *page = heap->queues[c].first; page; page = page->next)
-      hz_page_discard_free(page, lazy);
-  for (hz_page_t *page = heap->full.first; page != NULL; page = page->next)
-    hz_page_discard_free(page, lazy);
-}
-
-static void heap_spill_all_bins(hz_heap_t *heap) {
-  for (int c = 1; c < HZ_CLASS_COUNT; c++) /* class 0: large, no bin */
-    heap_bin_spill(heap, &heap->bins[c], bin_count(&heap->bins[c]));
-}
-
-/* Only a collection that purged leaves the heap clean for purge rounds:
- * one that just recycled it still has free blocks to discard. */
-void hz_heap_collect(hz_heap_t *heap, bool purge, hz_bins_take_t bins) {
-  HZ_SHARED_ADD(heap->stats.collections, 1);
-  if (bins == HZ_BINS_ALL) {
-    if (heap->bins_stolen) heap_bins_restore(heap);
-    heap_spill_all_bins(heap);
-  } else if (purge && bins == HZ_BINS_BELOW_TOP) {
-    heap_take_bins(heap);
-  }
-  heap_collect(heap);
-  if (!purge) return;
-  heap_discard_free_blocks(heap);
-  heap->collect_seen =
-      atomic_load_explicit(&heap->activity, memory_order_relaxed);
-  heap->collect_clean = true;
-}
-
-static void heap_publish_all_counts(hz_heap_t *heap) {
-  for (int c = 1; c < HZ_CLASS_COUNT; c++)
-    heap_publish_counts(heap, (uint8_t)c, true);
-}
-
-/* The owner returns what it can: its bins too, then what a collector
- * would, and with `discard` the memory of free blocks in its pages. Pages
- * with live blocks stay with the heap while it is pooled. */
-static void heap_give_back(hz_heap_t *heap, bool discard) {
-  heap_enter(heap);
-  heap_spill_all_bins(heap);
-  heap_publish_all_counts(heap);
-  heap_collect(heap);
-  if (discard) heap_discard_free_blocks(heap);
-  heap_leave(heap);
-}
-
-void hz_heap_flush(hz_heap_t *heap) { heap_give_back(heap, false); }
-
-void hz_heap_park(hz_heap_t *heap) {
-  heap_enter(heap);
-  heap_flush_stash(heap);
-  heap_publish_all_counts(heap);
-  heap_leave(heap);
-}
-
-void hz_heap_trim(hz_heap_t *heap) { heap_give_back(heap, true); }
-
-void hz_heap_publish_all(hz_heap_t *heap) {
-  heap_enter(heap);
-  heap_publish_all_counts(heap);
-  heap_leave(heap);
-}
-
-void hz_heap_summarize_one(const hz_heap_t *heap, hz_heap_summary_t *out) {
-  hz_stats_heap_add(&out->counters, &heap->stats);
-  out->counters.inbox_cas_retries += HZ_SHARED_GET(heap->stash.cas_retries);
-  for (int c = 1; c < HZ_CLASS_COUNT; c++) {
-    const hz_class_counts_t *counts = &heap->counts[c];
-    out->classes[c].allocs += HZ_SHARED_GET(counts->allocs);
-    out->classes[c].frees += HZ_SHARED_GET(counts->frees);
-    out->classes[c].remote_frees += HZ_SHARED_GET(counts->remote_frees);
-  }
-  out->heaps_total++;
-  if (heap->state == HZ_HEAP_POOLED) out->heaps_pooled++;
 }

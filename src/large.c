@@ -26,6 +26,7 @@
 
 #include "check.h"
 #include "options.h"
+#include "list.h"
 #include "lock.h"
 #include "os.h"
 #include "stats.h"
@@ -101,15 +102,7 @@ static void publish_next_due(void) {
 
 static void cache_unlink(hz_segment_t *seg) {
   large_list_t *list = &large_cache[class_floor(seg->map_size)];
-  if (seg->prev != NULL)
-    seg->prev->next = seg->next;
-  else
-    list->newest = seg->next;
-  if (seg->next != NULL)
-    seg->next->prev = seg->prev;
-  else
-    list->oldest = seg->prev;
-  seg->next = seg->prev = NULL;
+  HZ_LIST_REMOVE(list, newest, oldest, seg, next, prev);
   if (seg->dirty_slices != 0) dirty_remove(seg);
   large_cached_bytes -= seg->map_size;
   large_cached_count--;
@@ -121,23 +114,10 @@ static void cache_unlink(hz_segment_t *seg) {
 static void cache_link(hz_segment_t *seg, uint64_t due) {
   large_list_t *list = &large_cache[class_floor(seg->map_size)];
   if (seg->dirty_slices != 0) dirty_append(seg, due);
-  if (seg->dirty_slices == 0) {
-    seg->next = NULL;
-    seg->prev = list->oldest;
-    if (list->oldest != NULL)
-      list->oldest->next = seg;
-    else
-      list->newest = seg;
-    list->oldest = seg;
-  } else {
-    seg->prev = NULL;
-    seg->next = list->newest;
-    if (list->newest != NULL)
-      list->newest->prev = seg;
-    else
-      list->oldest = seg;
-    list->newest = seg;
-  }
+  if (seg->dirty_slices == 0)
+    HZ_LIST_PUSH_BACK(list, newest, oldest, seg, next, prev);
+  else
+    HZ_LIST_PUSH_FRONT(list, newest, oldest, seg, next, prev);
   large_cached_bytes += seg->map_size;
   large_cached_count++;
 }

@@ -17,6 +17,7 @@
 
 #include "options.h"
 #include "lock.h"
+#include "list.h"
 #include "os.h"
 
 /* Empty segments stay mapped for reuse (their memory purged after the
@@ -175,27 +176,13 @@ static uint64_t page_slices(const hz_segment_t *seg, const hz_page_t *page) {
 }
 
 void hz_segment_queue_remove(hz_segment_queue_t *q, hz_segment_t *seg) {
-  if (seg->purge_prev != NULL)
-    seg->purge_prev->purge_next = seg->purge_next;
-  else
-    q->first = seg->purge_next;
-  if (seg->purge_next != NULL)
-    seg->purge_next->purge_prev = seg->purge_prev;
-  else
-    q->last = seg->purge_prev;
-  seg->purge_next = seg->purge_prev = NULL;
+  HZ_LIST_REMOVE(q, first, last, seg, purge_next, purge_prev);
 }
 
 void hz_segment_queue_append(hz_segment_queue_t *q, hz_segment_t *seg,
                              uint64_t due) {
   seg->purge_due = due;
-  seg->purge_next = NULL;
-  seg->purge_prev = q->last;
-  if (q->last != NULL)
-    q->last->purge_next = seg;
-  else
-    q->first = seg;
-  q->last = seg;
+  HZ_LIST_PUSH_BACK(q, first, last, seg, purge_next, purge_prev);
 }
 
 uint64_t hz_segment_queue_next_due(const hz_segment_queue_t *q) {

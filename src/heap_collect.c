@@ -1,0 +1,208 @@
+/* heap_collect: a heap given back by someone other than a running owner.
+ * The collection handshake (a collector claims an idle heap, forces a
+ * barrier on every thread and works only while the owner is outside its
+ * slow paths; an owner that finds its heap claimed waits), taking blocks
+ * out of an idle heap's bins, collecting (inbox home, empty pages back,
+ * free blocks' memory discarded), and what an exiting or trimming owner
+ * gives back. The owner's side of the handshake is in heap_parts.h. */
+#include <string.h>
+
+#include "heap_parts.h"
+#include "options.h"
+#include "os.h"
+
+void hz_heap_wait_unclaimed(hz_heap_t *heap) {
+  while (hz_heap_claimed(heap))
+    hz_os_yield();
+}
+
+HZ_NOINLINE void hz_heap_wait_collector(hz_heap_t *heap) {
+  do {
+    atomic_store_explicit(&heap->busy, 0, memory_order_release);
+    hz_heap_wait_unclaimed(heap);
+    hz_heap_raise_busy(heap);
+  } while (hz_heap_claimed(heap));
+}
+
+bool hz_heap_claim(hz_heap_t *heap, uintptr_t token, bool idle_only) {
+  if (heap->state != HZ_HEAP_LIVE && heap->state != HZ_HEAP_POOLED)
+    return false;
+  if (idle_only) {
+    uint32_t n = atomic_load_explicit(&heap->activity, memory_order_relaxed);
+    if (n != heap->collect_seen) { /* active since we last looked */
+      heap->collect_seen = n;
+      heap->collect_clean = false;
+      return false;
+    }
+    if (heap->collect_clean && !hz_remote_pending(&heap->inbox)) return false;
+  }
+  uintptr_t expected = 0;
+  return atomic_compare_exchange_strong(&heap->collector, &expected, token);
+}
+
+bool hz_heap_owner_quiet(hz_heap_t *heap) {
+  return atomic_load_explicit(&heap->busy, memory_order_seq_cst) == 0;
+}
+
+void hz_heap_release_claim(hz_heap_t *heap) {
+  atomic_store_explicit(&heap->collector, 0, memory_order_release);
+}
+
+/* ---------------------------------------------------------------------------
+ * Taking blocks out of an idle heap's bins
+ *
+ * The owner's fast path reads top and base and writes top, with no
+ * handshake. The collector raises base to top - 1 in every bin, forces a
+ * barrier on every thread, and reads top again: from then on each owner
+ * operation sees the new base (and finds the bin empty below it), except
+ * one that was under way across the barrier, which can pop only slot
+ * top - 1 or push at top. So the slots below min(new base, top - 1) are
+ * the collector's; it records that bound in stolen_end. The owner's next
+ * slow path keeps [stolen_end, top) and moves it back to the start.
+ * ------------------------------------------------------------------------- */
+void hz_heap_bins_restore(hz_heap_t *heap) {
+  for (int c = 1; c < HZ_CLASS_COUNT; c++) {
+    hz_bin_t *bin = &heap->bins[c];
+    void **start = heap->bin_slots[c];
+    if (bin->base == start) continue;
+    void **from = bin->stolen_end != NULL ? bin->stolen_end : bin->base;
+    size_t left = bin->top > from ? (size_t)(bin->top - from) : 0;
+    memmove(start, from, left * sizeof *start);
+    bin->base = start;
+    bin->top = start + left;
+    bin->stolen_end = NULL;
+  }
+  heap->bins_stolen = false;
+}
+
+#if !defined(__SANITIZE_THREAD__)
+static void heap_take_bins(hz_heap_t *heap) {
+  void **old_base[HZ_CLASS_COUNT] = {0};
+  bool any = false;
+  for (int c = 1; c < HZ_CLASS_COUNT; c++) {
+    volatile hz_bin_t *bin = &heap->bins[c];
+    void **top = bin->top, **base = bin->base;
+    if (top - base < 2) continue;
+    old_base[c] = base;
+    bin->base = top - 1;
+    any = true;
+  }
+  if (!any) return;
+  if (!hz_os_barrier_all_threads()) { /* nothing taken: the owner restores */
+    for (int c = 1; c < HZ_CLASS_COUNT; c++)
+      if (old_base[c] != NULL) heap->bins[c].stolen_end = old_base[c];
+    heap->bins_stolen = true;
+    return;
+  }
+  for (int c = 1; c < HZ_CLASS_COUNT; c++) {
+    if (old_base[c] == NULL) continue;
+    volatile hz_bin_t *bin = &heap->bins[c];
+    void **end = bin->top - 1;
+    if (end > bin->base) end = bin->base;
+    for (void **slot = old_base[c]; slot < end; slot++) {
+      hz_heap_page_put(heap, hz_heap_block_page(*slot), *slot);
+      HZ_SHARED_ADD(heap->stats.bin_blocks_taken, 1);
+    }
+    bin->stolen_end = end > old_base[c] ? end : old_base[c];
+  }
+  heap->bins_stolen = true;
+}
+#else
+/* ThreadSanitizer cannot see the barrier the handshake relies on. */
+static void heap_take_bins(hz_heap_t *heap) { (void)heap; }
+#endif
+
+static void heap_collect(hz_heap_t *heap) {
+  hz_heap_flush_stash(heap);
+  while (hz_heap_has_incoming(heap))
+    hz_heap_drain_inbox(heap, false);
+  for (int c = 0; c < HZ_CLASS_COUNT; c++) {
+    hz_page_t *page = heap->queues[c].first;
+    while (page != NULL) {
+      hz_page_t *next = page->next;
+      if (page->used == 0) hz_heap_retire_page(heap, page);
+      page = next;
+    }
+  }
+  hz_heap_spare_release(heap);
+}
+
+/* Pages still in use keep only their live blocks resident. */
+static void heap_discard_free_blocks(hz_heap_t *heap) {
+  bool lazy = hz_option_enabled(HZ_OPTION_PURGE_MADV_FREE);
+  for (int c = 0; c < HZ_CLASS_COUNT; c++)
+    for (hz_page_t *page = heap->queues[c].first; page; page = page->next)
+      hz_page_discard_free(page, lazy);
+  for (hz_page_t *page = heap->full.first; page != NULL; page = page->next)
+    hz_page_discard_free(page, lazy);
+}
+
+static void heap_spill_all_bins(hz_heap_t *heap) {
+  for (int c = 1; c < HZ_CLASS_COUNT; c++) /* class 0: large, no bin */
+    hz_heap_bin_spill(heap, &heap->bins[c], hz_bin_count(&heap->bins[c]));
+}
+
+/* Only a collection that purged leaves the heap clean for purge rounds:
+ * one that just recycled it still has free blocks to discard. */
+void hz_heap_collect(hz_heap_t *heap, bool purge, hz_bins_take_t bins) {
+  HZ_SHARED_ADD(heap->stats.collections, 1);
+  if (bins == HZ_BINS_ALL) {
+    if (heap->bins_stolen) hz_heap_bins_restore(heap);
+    heap_spill_all_bins(heap);
+  } else if (purge && bins == HZ_BINS_BELOW_TOP) {
+    heap_take_bins(heap);
+  }
+  heap_collect(heap);
+  if (!purge) return;
+  heap_discard_free_blocks(heap);
+  heap->collect_seen =
+      atomic_load_explicit(&heap->activity, memory_order_relaxed);
+  heap->collect_clean = true;
+}
+
+static void heap_publish_all_counts(hz_heap_t *heap) {
+  for (int c = 1; c < HZ_CLASS_COUNT; c++)
+    hz_heap_publish_counts(heap, (uint8_t)c, true);
+}
+
+/* The owner returns what it can: its bins too, then what a collector
+ * would, and with `discard` the memory of free blocks in its pages. Pages
+ * with live blocks stay with the heap while it is pooled. */
+static void heap_give_back(hz_heap_t *heap, bool discard) {
+  hz_heap_enter(heap);
+  heap_spill_all_bins(heap);
+  heap_publish_all_counts(heap);
+  heap_collect(heap);
+  if (discard) heap_discard_free_blocks(heap);
+  hz_heap_leave(heap);
+}
+
+void hz_heap_flush(hz_heap_t *heap) { heap_give_back(heap, false); }
+
+void hz_heap_park(hz_heap_t *heap) {
+  hz_heap_enter(heap);
+  hz_heap_flush_stash(heap);
+  heap_publish_all_counts(heap);
+  hz_heap_leave(heap);
+}
+
+void hz_heap_trim(hz_heap_t *heap) { heap_give_back(heap, true); }
+
+void hz_heap_publish_all(hz_heap_t *heap) {
+  hz_heap_enter(heap);
+  heap_publish_all_counts(heap);
+  hz_heap_leave(heap);
+}
+
+void hz_heap_summarize_one(const hz_heap_t *heap, hz_heap_summary_t *out) {
+  hz_stats_heap_add(&out->counters, &heap->stats);
+  out->counters.inbox_cas_retries += HZ_SHARED_GET(heap->stash.cas_retries);
+  for (int c = 1; c < HZ_CLASS_COUNT; c++) {
+    const hz_class_counts_t *counts = &heap->counts[c];
+    out->classes[c].allocs += HZ_SHARED_GET(counts->allocs);
+    out->classes[c].frees += HZ_SHARED_GET(counts->frees);
+    out->classes[c].remote_frees += HZ_SHARED_GET(counts->remote_frees);
+  }
+  out->heaps_total++;
+  if (heap->state == HZ_HEAP_POOLED) out->heaps_pooled++;
+}

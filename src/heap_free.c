@@ -1,0 +1,121 @@
+/* heap_free: the frees the inline fast path (heap.h) did not finish: a
+ * block of another heap's page (into our stash, bound for its owner's
+ * inbox), a page with a flag (aligned blocks, a retired page, sampled
+ * blocks), a large block, and a thread without a heap (its block goes
+ * back to the thread box, which finds it one). Pointers that name no
+ * block are reported here. */
+#include "heap_parts.h"
+#include "large.h"
+#include "prof.h"
+#include "purge.h"
+
+/* The block a free of p on this page gives back, or NULL (reported) when p
+ * names none: inside a block only where memalign handed the block out
+ * (its tag is cleared here, so the block is a plain one again). Other
+ * threads check against the blocks that fit, not those carved. */
+static hz_block_t *heap_block_to_free(const hz_page_t *page, void *p,
+                                      bool owner) {
+  hz_block_t *block =
+      hz_page_block_named(page, p, owner ? page->capacity : page->reserved);
+  if (block == NULL) hz_heap_bad_free(page, p);
+  if (block != NULL && (void *)block != p) *(uintptr_t *)block = 0; /* tag */
+  return block;
+}
+
+/* A block of another heap's page: into our stash. The stash may publish
+ * the block at once, and its owner may then retire the page: read what the
+ * page says first, and never touch it after. */
+static void heap_free_remote(hz_heap_t *heap, hz_page_t *page,
+                             hz_block_t *block) {
+  hz_inbox_t *dest = &hz_page_heap(page)->inbox;
+  uint8_t cls = page->class_id;
+  size_t size = page->block_size;
+  HZ_SHARED_ADD(heap->counts[cls].remote_frees, 1);
+  HZ_SHARED_ADD(heap->stats.remote_frees, 1);
+  HZ_SHARED_ADD(heap->stats.batches_published,
+                hz_remote_stash(&heap->stash, dest, block, size));
+  hz_heap_publish_counts(heap, cls, false);
+}
+
+static void heap_free_large(hz_segment_t *seg, void *p) {
+  if (seg->kind == HZ_SEGMENT_LARGE && hz_large_owns(seg, p)) {
+    if (HZ_UNLIKELY(hz_prof_active)) hz_prof_forget(p, NULL);
+    hz_large_free(seg);
+    hz_purge_tick();
+  } else if (seg->kind == HZ_SEGMENT_LARGE && hz_large_was_freed(seg, p)) {
+    hz_check_fail("double free", p, 0, hz_large_usable_size(seg, p));
+  } else {
+    hz_check_report("invalid free", p, "not an allocated block");
+  }
+}
+
+/* A block of a page with sampled blocks is freed: the profiler forgets
+ * it, and the owner clears the flag once the page holds no sampled block
+ * (another thread cannot; the owner's next free on the page does). */
+static void heap_forget_sampled(hz_heap_t *heap, hz_page_t *page,
+                                const hz_block_t *block) {
+  if (!hz_prof_forget(block, page) && hz_page_heap(page) == heap)
+    hz_page_set_flag(page, HZ_PAGE_SAMPLED, false);
+}
+
+/* The owner frees p on its page flagged for sampled blocks only, and the
+ * profiler's filter says p is none of them: the fast path's work, and the
+ * flag goes once the page holds no sampled block. False: not this case. */
+static bool heap_free_unsampled(hz_heap_t *heap, hz_page_t *page, void *p) {
+  if (hz_page_owner_word(page) != ((uintptr_t)heap | HZ_PAGE_SAMPLED) ||
+      !hz_page_is_block(page, p, page->capacity) || hz_prof_may_be_sampled(p) ||
+      !hz_check_freeing_fast(p))
+    return false;
+  if (!hz_prof_page_may_hold(page))
+    hz_page_set_flag(page, HZ_PAGE_SAMPLED, false);
+  hz_bin_t *bin = &heap->bins[page->class_id];
+  bin->frees++;
+  if (bin->top != bin->limit)
+    *bin->top++ = p;
+  else
+    hz_heap_free_full_bin(heap, page, p);
+  return true;
+}
+
+/* Every free the fast path did not finish: a page of another heap, a page
+ * with a flag (aligned or sampled blocks), a large block, or a thread
+ * without a heap. That last case gets back the block it must find a heap
+ * for (thread box); otherwise NULL, the free done. */
+hz_block_t *hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg,
+                                 hz_page_t *page, void *p) {
+  if (heap_free_unsampled(heap, page, p)) return NULL;
+  hz_heap_t *owner = hz_page_heap(page);
+  if (owner == NULL) {
+    heap_free_large(seg, p);
+    return NULL;
+  }
+  hz_block_t *block = heap_block_to_free(page, p, owner == heap);
+  if (block == NULL) return NULL;
+  if (HZ_UNLIKELY(hz_heap_page_is_retired(page))) {
+    hz_heap_double_free(page, block);
+    return NULL;
+  }
+  hz_check_freeing(block, page->class_id, page->block_size);
+  if (HZ_UNLIKELY(hz_page_flags(page) & HZ_PAGE_SAMPLED))
+    heap_forget_sampled(heap, page, block);
+  if (heap->state == HZ_HEAP_EMPTY) return block;
+  hz_heap_free_block(heap, page, block);
+  return NULL;
+}
+
+void hz_heap_free_block(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
+  heap->bins[page->class_id].frees++;
+  if (hz_page_heap(page) == heap) {
+    hz_heap_free_full_bin(heap, page, block);
+    return;
+  }
+  hz_heap_enter(heap);
+  heap_free_remote(heap, page, block);
+  hz_heap_leave(heap);
+}
+
+void hz_heap_free_orphan(hz_page_t *page, hz_block_t *block) {
+  uint8_t cls = page->class_id; /* the page may go once the block is home */
+  hz_stats_count_orphan_free(cls, hz_remote_push_one(&hz_page_heap(page)->inbox,
+                                                     block, page->block_size));
+}
