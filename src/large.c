@@ -25,9 +25,9 @@
 #include <string.h>
 
 #include "check.h"
-#include "options.h"
 #include "list.h"
 #include "lock.h"
+#include "options.h"
 #include "os.h"
 #include "stats.h"
 

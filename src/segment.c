@@ -15,9 +15,9 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "options.h"
-#include "lock.h"
 #include "list.h"
+#include "lock.h"
+#include "options.h"
 #include "os.h"
 
 /* Empty segments stay mapped for reuse (their memory purged after the
