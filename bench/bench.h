@@ -40,6 +40,19 @@ static inline long bench_rss_kb(void) {
   return rss * 4;
 }
 
+extern char *program_invocation_short_name; /* glibc's, as errno.h has it */
+
+/* malloc that cannot fail: a benchmark out of memory stops with one line. */
+static inline void *bench_xmalloc(size_t n) {
+  void *p = malloc(n);
+  if (p == NULL) {
+    fprintf(stderr, "%s: malloc(%zu) failed\n", program_invocation_short_name,
+            n);
+    exit(1);
+  }
+  return p;
+}
+
 /* xorshift64*: fast, deterministic per seed, never returns the same
  * sequence for different non-zero seeds. */
 typedef struct {

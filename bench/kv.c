@@ -65,15 +65,6 @@ static bench_rng_t g_rng;
 static uint64_t g_check;
 static char g_reply[1024];
 
-static void *xmalloc(size_t n) {
-  void *p = malloc(n);
-  if (p == NULL) {
-    fprintf(stderr, "kv: malloc(%zu) failed\n", n);
-    exit(1);
-  }
-  return p;
-}
-
 static uint32_t fnv1a(const char *s, size_t n) {
   uint32_t h = 2166136261u;
   for (size_t i = 0; i < n; i++) {
@@ -113,9 +104,9 @@ static entry_t *lookup(const char *key, uint32_t klen, uint32_t h,
 
 static entry_t *create(entry_t **slot, const char *key, uint32_t klen,
                        uint32_t h, int type) {
-  entry_t *e = xmalloc(sizeof *e);
+  entry_t *e = bench_xmalloc(sizeof *e);
   e->next = NULL;
-  e->key = xmalloc(klen + 1);
+  e->key = bench_xmalloc(klen + 1);
   memcpy(e->key, key, klen + 1);
   e->klen = klen;
   e->hash = h;
@@ -162,7 +153,7 @@ static void op_set(const char *key, uint32_t klen, uint32_t h) {
   if (e == NULL) e = create(slot, key, klen, h, T_STR);
   uint32_t len = value_size();
   free(e->v.s.p);
-  e->v.s.p = xmalloc(len);
+  e->v.s.p = bench_xmalloc(len);
   memset(e->v.s.p, (int)(h + len) & 0x7f, len);
   e->v.s.len = len;
 }
@@ -181,9 +172,9 @@ static void op_lpush(const char *key, uint32_t klen, uint32_t h) {
   entry_t **slot;
   entry_t *e = lookup(key, klen, h, &slot);
   if (e == NULL) e = create(slot, key, klen, h, T_LIST);
-  lnode_t *n = xmalloc(sizeof *n);
+  lnode_t *n = bench_xmalloc(sizeof *n);
   n->len = (uint32_t)bench_rng_range(&g_rng, 8, 64);
-  n->data = xmalloc(n->len);
+  n->data = bench_xmalloc(n->len);
   memset(n->data, (int)n->len, n->len);
   n->prev = NULL;
   n->next = e->v.l.head;

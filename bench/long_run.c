@@ -54,15 +54,6 @@ static int g_threads, g_phase;
 static long long g_ops, g_ws;
 static pthread_barrier_t g_start, g_done;
 
-static void *xmalloc(size_t n) {
-  void *p = malloc(n);
-  if (p == NULL) {
-    fprintf(stderr, "long_run: malloc(%zu) failed\n", n);
-    exit(1);
-  }
-  return p;
-}
-
 /* The size mix drifts with the phase: weights rotate among the ranges. */
 static size_t next_size(bench_rng_t *r, int phase) {
   uint64_t x = bench_rng_next(r) % 1000;
@@ -98,7 +89,7 @@ static void run_phase(worker_t *w, int phase) {
   void *burst[32] = {0};
   int bursts = phase % 10 == 9 ? (int)(BURST_BYTES >> 20) : 0;
   for (int i = 0; i < bursts; i++) {
-    burst[i] = xmalloc((size_t)1 << 20);
+    burst[i] = bench_xmalloc((size_t)1 << 20);
     bench_touch(burst[i], (size_t)1 << 20);
   }
   for (long long i = 0; i < g_ops; i++) {
@@ -111,7 +102,7 @@ static void run_phase(worker_t *w, int phase) {
         free(old);
     }
     size_t size = next_size(&w->rng, phase);
-    w->slots[slot] = xmalloc(size);
+    w->slots[slot] = bench_xmalloc(size);
     bench_touch(w->slots[slot], size < 4096 ? size : 4096);
     if ((i & 255) == 0) mailbox_drain(&w->box);
   }
@@ -139,7 +130,7 @@ static void *short_lived(void *arg) {
   bench_rng_seed(&r, (uint64_t)(uintptr_t)arg);
   void *blocks[300];
   for (int i = 0; i < 300; i++)
-    blocks[i] = xmalloc(next_size(&r, 0));
+    blocks[i] = bench_xmalloc(next_size(&r, 0));
   for (int i = 0; i < 300; i++)
     free(blocks[i]);
   return NULL;

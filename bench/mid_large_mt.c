@@ -34,26 +34,17 @@ static struct {
   pthread_barrier_t start, stop;
 } g;
 
-static void *xmalloc(size_t n) {
-  void *p = malloc(n);
-  if (p == NULL) {
-    fprintf(stderr, "mid_large_mt: malloc(%zu) failed\n", n);
-    exit(1);
-  }
-  return p;
-}
-
 static void *worker(void *arg) {
   worker_t *self = arg;
   const uint64_t ws = (uint64_t)g.ws;
   bench_rng_t rng;
   bench_rng_seed(&rng, 0x6d6c6dull * 1000 + (uint64_t)self->id + 1);
-  void **slots = xmalloc(sizeof(void *) * ws);
+  void **slots = bench_xmalloc(sizeof(void *) * ws);
 
   /* Warm-up (untimed): fill the working set. */
   for (uint64_t i = 0; i < ws; i++) {
     size_t n = (size_t)bench_rng_range(&rng, MIN_SIZE, MAX_SIZE);
-    slots[i] = xmalloc(n);
+    slots[i] = bench_xmalloc(n);
     bench_touch(slots[i], n);
   }
 
@@ -63,7 +54,7 @@ static void *worker(void *arg) {
     uint64_t s = (r >> 32) % ws;
     size_t n = MIN_SIZE + (size_t)((r & 0xffffffffu) % (MAX_SIZE - MIN_SIZE + 1));
     free(slots[s]);
-    slots[s] = xmalloc(n);
+    slots[s] = bench_xmalloc(n);
     bench_touch(slots[s], n);
   }
   pthread_barrier_wait(&g.stop);

@@ -42,18 +42,9 @@ typedef struct {
   node_t *head, *tail;
 } block_t;
 
-static void *xmalloc(size_t n) {
-  void *p = malloc(n);
-  if (p == NULL) {
-    fprintf(stderr, "mir: malloc(%zu) failed\n", n);
-    exit(1);
-  }
-  return p;
-}
-
 static node_t *new_node(bench_rng_t *rng, uint32_t op) {
   uint32_t size = (uint32_t)bench_rng_range(rng, 32, 256);
-  node_t *n = xmalloc(size);
+  node_t *n = bench_xmalloc(size);
   n->next = NULL;
   n->op = op;
   n->size = size;
@@ -72,13 +63,13 @@ static uint64_t compile_function(bench_rng_t *rng) {
   size_t bsize[MAX_BUFS];
   for (int b = 0; b < nbufs; b++) {
     bsize[b] = (size_t)bench_rng_range(rng, BUF_MIN, BUF_MAX);
-    buf[b] = xmalloc(bsize[b]);
+    buf[b] = bench_xmalloc(bsize[b]);
     bench_touch(buf[b], bsize[b]);
   }
 
   /* Basic blocks with their IR nodes; each node emitted into buf[0]. */
   int nblocks = (int)bench_rng_range(rng, 4, 12);
-  block_t *blocks = xmalloc(sizeof(block_t) * (size_t)nblocks);
+  block_t *blocks = bench_xmalloc(sizeof(block_t) * (size_t)nblocks);
   for (int k = 0; k < nblocks; k++) blocks[k].head = blocks[k].tail = NULL;
   int nnodes = (int)bench_rng_range(rng, 96, 160);
   size_t emit = 0;

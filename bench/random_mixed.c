@@ -60,15 +60,6 @@ static inline size_t sizer_next(const sizer_t *z, bench_rng_t *rng) {
   return (size_t)(z->lo[c] + (r & 0xffffffffu) % span);
 }
 
-static void *xmalloc(size_t n) {
-  void *p = malloc(n);
-  if (p == NULL) {
-    fprintf(stderr, "random_mixed: malloc(%zu) failed\n", n);
-    exit(1);
-  }
-  return p;
-}
-
 int main(int argc, char **argv) {
   if (bench_wants_help(argc, argv, usage)) return 0;
   long long iters = bench_arg(argc, argv, 1, 50000000);
@@ -105,7 +96,7 @@ int main(int argc, char **argv) {
    * the allocator has seen frees of every size class. */
   for (long long i = 0; i < ws; i++) {
     size_t n = sizer_next(&z, &rng);
-    slots[i] = xmalloc(n);
+    slots[i] = bench_xmalloc(n);
     slots[i][0] = 1;
     slots[i][n - 1] = 1;
   }
@@ -113,7 +104,7 @@ int main(int argc, char **argv) {
     uint64_t s = bench_rng_next(&rng) % (uint64_t)ws;
     size_t n = sizer_next(&z, &rng);
     free(slots[s]);
-    slots[s] = xmalloc(n);
+    slots[s] = bench_xmalloc(n);
     slots[s][0] = 1;
     slots[s][n - 1] = 1;
   }
@@ -124,7 +115,7 @@ int main(int argc, char **argv) {
     uint64_t s = bench_rng_next(&rng) % nws;
     size_t n = sizer_next(&z, &rng);
     free(slots[s]);
-    char *p = xmalloc(n);
+    char *p = bench_xmalloc(n);
     p[0] = (char)i;
     p[n - 1] = (char)i;
     slots[s] = p;

@@ -19,15 +19,6 @@ static const char usage[] =
     "touches every page of it (bench_touch). Seed is fixed (1).\n"
     "Metric: ops/s (throughput) = ITERS / wall time.\n";
 
-static void *xmalloc(size_t n) {
-  void *p = malloc(n);
-  if (p == NULL) {
-    fprintf(stderr, "vm_mixed: malloc(%zu) failed\n", n);
-    exit(1);
-  }
-  return p;
-}
-
 int main(int argc, char **argv) {
   if (bench_wants_help(argc, argv, usage)) return 0;
   long long iters = bench_arg(argc, argv, 1, 100000);
@@ -45,7 +36,7 @@ int main(int argc, char **argv) {
   }
   for (long long i = 0; i < ws; i++) {
     size_t n = (size_t)bench_rng_range(&rng, MIN_SIZE, MAX_SIZE);
-    slots[i] = xmalloc(n);
+    slots[i] = bench_xmalloc(n);
     bench_touch(slots[i], n);
   }
 
@@ -55,7 +46,7 @@ int main(int argc, char **argv) {
     uint64_t s = (r >> 32) % (uint64_t)ws;
     size_t n = MIN_SIZE + (size_t)((r & 0xffffffffu) % (MAX_SIZE - MIN_SIZE + 1));
     free(slots[s]);
-    slots[s] = xmalloc(n);
+    slots[s] = bench_xmalloc(n);
     bench_touch(slots[s], n);
   }
   double secs = bench_now() - t0;
