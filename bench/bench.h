@@ -16,6 +16,8 @@
 #include <sys/resource.h>
 #include <time.h>
 
+extern char *program_invocation_short_name; /* glibc's, as errno.h has it */
+
 static inline double bench_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -39,8 +41,6 @@ static inline long bench_rss_kb(void) {
   }
   return rss * 4;
 }
-
-extern char *program_invocation_short_name; /* glibc's, as errno.h has it */
 
 /* malloc that cannot fail: a benchmark out of memory stops with one line. */
 static inline void *bench_xmalloc(size_t n) {
@@ -95,12 +95,30 @@ static inline long long bench_arg(int argc, char **argv, int i,
     exit(2);
   }
   switch (*end) {
-  case 'k': case 'K': v <<= 10; break;
-  case 'm': case 'M': v <<= 20; break;
-  case 'g': case 'G': v <<= 30; break;
+  case 'k':
+  case 'K': v <<= 10; break;
+  case 'm':
+  case 'M': v <<= 20; break;
+  case 'g':
+  case 'G': v <<= 30; break;
   default: break;
   }
   return v;
+}
+
+/* Positional arguments 1..n into values[0..n-1]; each keeps the default it
+ * holds when not given. */
+static inline void bench_args(int argc, char **argv, long long *values, int n) {
+  for (int i = 0; i < n; i++)
+    values[i] = bench_arg(argc, argv, i + 1, values[i]);
+}
+
+/* Arguments out of range: one line and the usage on stderr; the exit code
+ * to return from main. */
+static inline int bench_bad_args(const char *usage) {
+  fprintf(stderr, "%s: bad arguments\n%s", program_invocation_short_name,
+          usage);
+  return 2;
 }
 
 /* True if argv has --help or -h; prints usage then. */
@@ -127,7 +145,8 @@ static inline void bench_result(const char *name, const char *fmt, ...) {
 /* Touch every page of a block so its memory is really used. */
 static inline void bench_touch(void *p, size_t size) {
   volatile char *c = p;
-  for (size_t i = 0; i < size; i += 4096) c[i] = (char)i;
+  for (size_t i = 0; i < size; i += 4096)
+    c[i] = (char)i;
   if (size > 0) c[size - 1] = 1;
 }
 

@@ -25,14 +25,11 @@ static const char usage[] =
 
 int main(int argc, char **argv) {
   if (bench_wants_help(argc, argv, usage)) return 0;
-  long long blocks = bench_arg(argc, argv, 1, 1000000);
-  long long min = bench_arg(argc, argv, 2, 16);
-  long long max = bench_arg(argc, argv, 3, 512);
-  long long every = bench_arg(argc, argv, 4, 16);
-  if (blocks < 1 || min < 1 || max < min || every < 0) {
-    fprintf(stderr, "grow_late: bad arguments\n%s", usage);
-    return 2;
-  }
+  long long a[] = {1000000, 16, 512, 16};
+  bench_args(argc, argv, a, 4);
+  long long blocks = a[0], min = a[1], max = a[2], every = a[3];
+  if (blocks < 1 || min < 1 || max < min || every < 0)
+    return bench_bad_args(usage);
   char **live = calloc((size_t)blocks, sizeof *live);
   if (live == NULL) {
     fprintf(stderr, "grow_late: no memory for the block table\n");
@@ -58,10 +55,13 @@ int main(int argc, char **argv) {
       live[victim] = NULL;
     }
   }
-  for (long long i = 0; i < blocks; i++) free(live[i]);
+  for (long long i = 0; i < blocks; i++)
+    free(live[i]);
   double secs = bench_now() - t0;
   free(live);
-  bench_result("grow_late", "blocks=%lld min=%lld max=%lld free_every=%lld "
-               "secs=%.4f", blocks, min, max, every, secs);
+  bench_result("grow_late",
+               "blocks=%lld min=%lld max=%lld free_every=%lld "
+               "secs=%.4f",
+               blocks, min, max, every, secs);
   return 0;
 }

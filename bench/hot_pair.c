@@ -86,11 +86,8 @@ int main(int argc, char **argv) {
   bool random = strcmp(pattern, "random") == 0;
   if ((!is_null && strcmp(mode, "malloc") != 0) ||
       (!random && strcmp(pattern, "lifo") != 0) || pairs < 0 || min < 1 ||
-      max < min || max > (long long)sizeof null_block || ws < 1 ||
-      ws > TABLE) {
-    fprintf(stderr, "hot_pair: bad arguments\n%s", usage);
-    return 2;
-  }
+      max < min || max > (long long)sizeof null_block || ws < 1 || ws > TABLE)
+    return bench_bad_args(usage);
 
   static pair_ops_t ops;
   ops.alloc = is_null ? null_malloc : malloc;
@@ -98,13 +95,15 @@ int main(int argc, char **argv) {
   bench_rng_t rng;
   bench_rng_seed(&rng, 1);
   for (int i = 0; i < TABLE; i++) {
-    ops.sizes[i] = (unsigned)bench_rng_range(&rng, (uint64_t)min, (uint64_t)max);
+    ops.sizes[i] =
+        (unsigned)bench_rng_range(&rng, (uint64_t)min, (uint64_t)max);
     ops.slots[i] = (unsigned)bench_rng_range(&rng, 0, (uint64_t)ws - 1);
   }
 
   static void *slot[TABLE];
   if (random)
-    for (long long s = 0; s < ws; s++) slot[s] = checked(&ops, ops.sizes[s]);
+    for (long long s = 0; s < ws; s++)
+      slot[s] = checked(&ops, ops.sizes[s]);
   double t0 = bench_now();
   if (random)
     run_random(&ops, pairs, slot);
@@ -112,10 +111,13 @@ int main(int argc, char **argv) {
     run_lifo(&ops, pairs);
   double secs = bench_now() - t0;
   if (random)
-    for (long long s = 0; s < ws; s++) ops.release(slot[s]);
+    for (long long s = 0; s < ws; s++)
+      ops.release(slot[s]);
 
   double rate = secs > 0 ? (double)pairs / secs : 0.0;
-  bench_result("hot_pair", "mode=%s pattern=%s pairs=%lld min=%lld max=%lld "
-               "ops/s=%.0f", mode, pattern, pairs, min, max, rate);
+  bench_result("hot_pair",
+               "mode=%s pattern=%s pairs=%lld min=%lld max=%lld "
+               "ops/s=%.0f",
+               mode, pattern, pairs, min, max, rate);
   return 0;
 }

@@ -114,7 +114,7 @@ static jnode *gen(int depth, long *budget);
 static jnode *gen_container(int type, int depth, long *budget) {
   jnode *c = new_node(type);
   int nchild = (int)bench_rng_range(&g_rng, 1, 12);
-  for (int i = 0; i < nchild && *budget > 0; i++)
+  for (int i = 0; i<nchild && * budget> 0; i++)
     add_child(c, gen(depth + 1, budget));
   return c;
 }
@@ -166,7 +166,8 @@ typedef struct {
 static inline void buf_reserve(buf_t *b, size_t extra) {
   if (b->len + extra <= b->cap) return;
   size_t cap = b->cap;
-  while (b->len + extra > cap) cap *= 2;
+  while (b->len + extra > cap)
+    cap *= 2;
   b->p = xrealloc(b->p, cap);
   b->cap = cap;
 }
@@ -203,7 +204,8 @@ static void put_uint(buf_t *b, uint64_t v, int min_digits) {
     v /= 10;
   } while (v != 0 || l < min_digits);
   buf_reserve(b, (size_t)l);
-  for (int i = 0; i < l; i++) b->p[b->len++] = tmp[l - 1 - i];
+  for (int i = 0; i < l; i++)
+    b->p[b->len++] = tmp[l - 1 - i];
 }
 
 static void serialize(buf_t *b, const jnode *n) {
@@ -247,12 +249,10 @@ static void serialize(buf_t *b, const jnode *n) {
 
 int main(int argc, char **argv) {
   if (bench_wants_help(argc, argv, usage)) return 0;
-  long long docs = bench_arg(argc, argv, 1, 8000);
-  long long seed = bench_arg(argc, argv, 2, 1);
-  if (docs < 1) {
-    fprintf(stderr, "json: invalid arguments\n%s", usage);
-    return 2;
-  }
+  long long a[] = {8000, 1};
+  bench_args(argc, argv, a, 2);
+  long long docs = a[0], seed = a[1];
+  if (docs < 1) return bench_bad_args(usage);
   bench_rng_seed(&g_rng, (uint64_t)seed);
 
   uint64_t check = 0;
@@ -286,7 +286,7 @@ int main(int argc, char **argv) {
                "max_buf_bytes=%zu mallocs=%llu reallocs=%llu frees=%llu "
                "check=%llu elapsed_s=%.3f ops/s=%.1f",
                docs, seed, nodes, bytes / (unsigned long long)docs, max_cap,
-               g_mallocs, g_reallocs, g_frees, (unsigned long long)check,
-               secs, (double)docs / secs);
+               g_mallocs, g_reallocs, g_frees, (unsigned long long)check, secs,
+               (double)docs / secs);
   return 0;
 }

@@ -83,7 +83,8 @@ static uint32_t make_key(char *buf, uint64_t n) {
     n /= 10;
   } while (n != 0);
   memcpy(buf, "key:", 4);
-  for (int i = 0; i < l; i++) buf[4 + i] = tmp[l - 1 - i];
+  for (int i = 0; i < l; i++)
+    buf[4 + i] = tmp[l - 1 - i];
   buf[4 + l] = '\0';
   return (uint32_t)(4 + l);
 }
@@ -221,16 +222,14 @@ static void op_del(const char *key, uint32_t klen, uint32_t h) {
 
 int main(int argc, char **argv) {
   if (bench_wants_help(argc, argv, usage)) return 0;
-  long long ops = bench_arg(argc, argv, 1, 5000000);
-  long long keys = bench_arg(argc, argv, 2, 100000);
-  long long seed = bench_arg(argc, argv, 3, 1);
-  if (ops < 1 || keys < 16 || keys > (1LL << 31)) {
-    fprintf(stderr, "kv: invalid arguments\n%s", usage);
-    return 2;
-  }
+  long long a[] = {5000000, 100000, 1};
+  bench_args(argc, argv, a, 3);
+  long long ops = a[0], keys = a[1], seed = a[2];
+  if (ops < 1 || keys < 16 || keys > (1LL << 31)) return bench_bad_args(usage);
   bench_rng_seed(&g_rng, (uint64_t)seed);
   size_t nb = 1;
-  while (nb < (size_t)keys) nb <<= 1;
+  while (nb < (size_t)keys)
+    nb <<= 1;
   g_mask = nb - 1;
   g_tab = calloc(nb, sizeof *g_tab);
   if (g_tab == NULL) return 1;
@@ -241,7 +240,8 @@ int main(int argc, char **argv) {
     uint32_t kl = make_key(key, n);
     uint32_t h = fnv1a(key, kl);
     if (n % 16 == 0)
-      for (int i = 0; i < 8; i++) op_lpush(key, kl, h);
+      for (int i = 0; i < 8; i++)
+        op_lpush(key, kl, h);
     else
       op_set(key, kl, h);
   }
@@ -288,7 +288,8 @@ int main(int argc, char **argv) {
   long rss = bench_rss_kb();
 
   for (size_t b = 0; b < nb; b++)
-    while (g_tab[b] != NULL) destroy(&g_tab[b]);
+    while (g_tab[b] != NULL)
+      destroy(&g_tab[b]);
   free(g_tab);
 
   bench_result("kv",

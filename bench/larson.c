@@ -21,7 +21,8 @@
 #include "bench.h"
 
 static const char *usage =
-    "usage: larson [THREADS] [ROUNDS|SECONDSs] [BLOCKS_PER_THREAD] [MIN] [MAX]\n"
+    "usage: larson [THREADS] [ROUNDS|SECONDSs] [BLOCKS_PER_THREAD] [MIN] "
+    "[MAX]\n"
     "  THREADS            concurrent thread chains (default 4)\n"
     "  ROUNDS             generations (threads) per chain (default 2000);\n"
     "                     a value with an 's' suffix, e.g. 3s, runs for that\n"
@@ -48,8 +49,8 @@ typedef struct chain {
 } chain_t;
 
 static size_t g_min, g_max;
-static long g_rounds;      /* > 0: rounds mode */
-static double g_deadline;  /* time mode: stop spawning after this */
+static long g_rounds;     /* > 0: rounds mode */
+static double g_deadline; /* time mode: stop spawning after this */
 static int g_time_mode;
 static pthread_barrier_t g_start;
 static pthread_mutex_t g_done_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -144,10 +145,8 @@ int main(int argc, char **argv) {
   g_min = (size_t)bench_arg(argc, argv, 4, 16);
   g_max = (size_t)bench_arg(argc, argv, 5, 1024);
   if (threads < 1 || (!g_time_mode && g_rounds < 1) || nblocks < 1 ||
-      g_min < 1 || g_max < g_min) {
-    fprintf(stderr, "larson: invalid arguments\n%s", usage);
-    return 2;
-  }
+      g_min < 1 || g_max < g_min)
+    return bench_bad_args(usage);
 
   chain_t *chains = calloc((size_t)threads, sizeof *chains);
   pthread_t *first = calloc((size_t)threads, sizeof *first);
@@ -160,7 +159,8 @@ int main(int argc, char **argv) {
     bench_rng_seed(&c->rng, 42 + (uint64_t)t);
     c->blocks = malloc((size_t)nblocks * sizeof(void *));
     if (c->blocks == NULL) return 1;
-    for (long i = 0; i < nblocks; i++) c->blocks[i] = block_new(&c->rng);
+    for (long i = 0; i < nblocks; i++)
+      c->blocks[i] = block_new(&c->rng);
   }
 
   pthread_barrier_init(&g_start, NULL, (unsigned)threads + 1);
@@ -177,7 +177,8 @@ int main(int argc, char **argv) {
   double t0 = bench_now();
 
   pthread_mutex_lock(&g_done_mu);
-  while (g_done < threads) pthread_cond_wait(&g_done_cv, &g_done_mu);
+  while (g_done < threads)
+    pthread_cond_wait(&g_done_cv, &g_done_mu);
   pthread_mutex_unlock(&g_done_mu);
   for (long t = 0; t < threads; t++) {
     pthread_join(chains[t].last, NULL);
@@ -195,18 +196,19 @@ int main(int argc, char **argv) {
   long rss = bench_rss_kb();
 
   for (long t = 0; t < threads; t++) {
-    for (long i = 0; i < nblocks; i++) block_free(chains[t].blocks[i]);
+    for (long i = 0; i < nblocks; i++)
+      block_free(chains[t].blocks[i]);
     free(chains[t].blocks);
   }
   free(chains);
   free(first);
 
-  bench_result("larson",
-               "threads=%ld rounds=%ld duration_s=%g blocks=%ld min=%zu "
-               "max=%zu generations=%ld pairs=%llu rss_end_kb=%ld elapsed_s=%.3f "
-               "ops/s=%.0f",
-               threads, g_time_mode ? 0L : g_rounds, seconds, nblocks, g_min,
-               g_max,
-               gens, ops, rss, secs, (double)ops / secs);
+  bench_result(
+      "larson",
+      "threads=%ld rounds=%ld duration_s=%g blocks=%ld min=%zu "
+      "max=%zu generations=%ld pairs=%llu rss_end_kb=%ld elapsed_s=%.3f "
+      "ops/s=%.0f",
+      threads, g_time_mode ? 0L : g_rounds, seconds, nblocks, g_min, g_max,
+      gens, ops, rss, secs, (double)ops / secs);
   return 0;
 }

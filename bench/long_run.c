@@ -145,16 +145,15 @@ static long max_of(const long *v, int from, int to) {
 
 int main(int argc, char **argv) {
   if (bench_wants_help(argc, argv, usage)) return 0;
-  long long phases = bench_arg(argc, argv, 1, 60);
-  long long threads = bench_arg(argc, argv, 2, 4);
+  long long a[] = {60, 4};
+  bench_args(argc, argv, a, 2);
+  long long phases = a[0], threads = a[1];
   g_ops = bench_arg(argc, argv, 3, 20000);
   g_ws = bench_arg(argc, argv, 4, 4000);
   long long idle_ms = bench_arg(argc, argv, 5, 20);
   if (phases < 4 || threads < 1 || threads > 256 || g_ops < 1 || g_ws < 1 ||
-      idle_ms < 0) {
-    fprintf(stderr, "long_run: invalid arguments\n%s", usage);
-    return 2;
-  }
+      idle_ms < 0)
+    return bench_bad_args(usage);
   g_threads = (int)threads;
   g_workers = calloc((size_t)threads, sizeof *g_workers);
   long *rss = calloc((size_t)phases, sizeof *rss);

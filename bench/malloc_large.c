@@ -21,12 +21,10 @@ static const char usage[] =
 
 int main(int argc, char **argv) {
   if (bench_wants_help(argc, argv, usage)) return 0;
-  long long iters = bench_arg(argc, argv, 1, 2000);
-  long long live = bench_arg(argc, argv, 2, 20);
-  if (iters < 0 || live < 1) {
-    fprintf(stderr, "malloc_large: bad arguments\n%s", usage);
-    return 2;
-  }
+  long long a[] = {2000, 20};
+  bench_args(argc, argv, a, 2);
+  long long iters = a[0], live = a[1];
+  if (iters < 0 || live < 1) return bench_bad_args(usage);
   bench_rng_t rng;
   bench_rng_seed(&rng, 1);
   void **slots = calloc((size_t)live, sizeof(void *));
@@ -39,7 +37,8 @@ int main(int argc, char **argv) {
   for (long long i = 0; i < iters; i++) {
     uint64_t r = bench_rng_next(&rng);
     uint64_t s = (r >> 32) % (uint64_t)live;
-    size_t n = MIN_SIZE + (size_t)((r & 0xffffffffu) % (MAX_SIZE - MIN_SIZE + 1));
+    size_t n =
+        MIN_SIZE + (size_t)((r & 0xffffffffu) % (MAX_SIZE - MIN_SIZE + 1));
     free(slots[s]);
     slots[s] = malloc(n);
     if (slots[s] == NULL) {
@@ -50,7 +49,8 @@ int main(int argc, char **argv) {
   }
   double secs = bench_now() - t0;
 
-  for (long long i = 0; i < live; i++) free(slots[i]);
+  for (long long i = 0; i < live; i++)
+    free(slots[i]);
   free(slots);
   bench_result("malloc_large", "iters=%lld live=%lld secs=%.4f", iters, live,
                secs);

@@ -52,27 +52,27 @@ static void *worker(void *arg) {
   for (long long i = 0; i < g.iters; i++) {
     uint64_t r = bench_rng_next(&rng);
     uint64_t s = (r >> 32) % ws;
-    size_t n = MIN_SIZE + (size_t)((r & 0xffffffffu) % (MAX_SIZE - MIN_SIZE + 1));
+    size_t n =
+        MIN_SIZE + (size_t)((r & 0xffffffffu) % (MAX_SIZE - MIN_SIZE + 1));
     free(slots[s]);
     slots[s] = bench_xmalloc(n);
     bench_touch(slots[s], n);
   }
   pthread_barrier_wait(&g.stop);
 
-  for (uint64_t i = 0; i < ws; i++) free(slots[i]);
+  for (uint64_t i = 0; i < ws; i++)
+    free(slots[i]);
   free(slots);
   return NULL;
 }
 
 int main(int argc, char **argv) {
   if (bench_wants_help(argc, argv, usage)) return 0;
-  long long threads = bench_arg(argc, argv, 1, 4);
-  long long iters = bench_arg(argc, argv, 2, 4000000);
-  long long ws = bench_arg(argc, argv, 3, 256);
-  if (threads < 1 || threads > 4096 || iters < 0 || ws < 1) {
-    fprintf(stderr, "mid_large_mt: bad arguments\n%s", usage);
-    return 2;
-  }
+  long long a[] = {4, 4000000, 256};
+  bench_args(argc, argv, a, 3);
+  long long threads = a[0], iters = a[1], ws = a[2];
+  if (threads < 1 || threads > 4096 || iters < 0 || ws < 1)
+    return bench_bad_args(usage);
   g.threads = (int)threads;
   g.iters = iters;
   g.ws = ws;
@@ -96,7 +96,8 @@ int main(int argc, char **argv) {
   double t0 = bench_now();
   pthread_barrier_wait(&g.stop);
   double secs = bench_now() - t0;
-  for (int i = 0; i < g.threads; i++) pthread_join(w[i].tid, NULL);
+  for (int i = 0; i < g.threads; i++)
+    pthread_join(w[i].tid, NULL);
   pthread_barrier_destroy(&g.start);
   pthread_barrier_destroy(&g.stop);
   free(w);

@@ -16,8 +16,8 @@
  * better). */
 #include "bench.h"
 
-#define BUF_MIN (200u << 10)
-#define BUF_MAX (300u << 10)
+#define BUF_MIN  (200u << 10)
+#define BUF_MAX  (300u << 10)
 #define MAX_BUFS 4
 
 static const char usage[] =
@@ -49,7 +49,8 @@ static node_t *new_node(bench_rng_t *rng, uint32_t op) {
   n->op = op;
   n->size = size;
   size_t nops = (size - sizeof(node_t)) / sizeof(uint64_t);
-  for (size_t i = 0; i < nops && i < 4; i++) n->operands[i] = op + i;
+  for (size_t i = 0; i < nops && i < 4; i++)
+    n->operands[i] = op + i;
   return n;
 }
 
@@ -70,14 +71,17 @@ static uint64_t compile_function(bench_rng_t *rng) {
   /* Basic blocks with their IR nodes; each node emitted into buf[0]. */
   int nblocks = (int)bench_rng_range(rng, 4, 12);
   block_t *blocks = bench_xmalloc(sizeof(block_t) * (size_t)nblocks);
-  for (int k = 0; k < nblocks; k++) blocks[k].head = blocks[k].tail = NULL;
+  for (int k = 0; k < nblocks; k++)
+    blocks[k].head = blocks[k].tail = NULL;
   int nnodes = (int)bench_rng_range(rng, 96, 160);
   size_t emit = 0;
   for (int i = 0; i < nnodes; i++) {
     node_t *n = new_node(rng, (uint32_t)i);
     block_t *bb = &blocks[bench_rng_next(rng) % (uint64_t)nblocks];
-    if (bb->tail) bb->tail->next = n;
-    else bb->head = n;
+    if (bb->tail)
+      bb->tail->next = n;
+    else
+      bb->head = n;
     bb->tail = n;
     memcpy(buf[0] + emit, n, 16);
     emit = (emit + 16) % (bsize[0] - 16);
@@ -144,19 +148,18 @@ static uint64_t compile_function(bench_rng_t *rng) {
 int main(int argc, char **argv) {
   if (bench_wants_help(argc, argv, usage)) return 0;
   long long iters = bench_arg(argc, argv, 1, 10000);
-  if (iters < 0) {
-    fprintf(stderr, "mir: bad arguments\n%s", usage);
-    return 2;
-  }
+  if (iters < 0) return bench_bad_args(usage);
   bench_rng_t rng;
   bench_rng_seed(&rng, 1);
   uint64_t sum = 0;
 
-  for (long long i = 0; i < iters / 100; i++) sum += compile_function(&rng);
+  for (long long i = 0; i < iters / 100; i++)
+    sum += compile_function(&rng);
 
   bench_rng_seed(&rng, 1);
   double t0 = bench_now();
-  for (long long i = 0; i < iters; i++) sum += compile_function(&rng);
+  for (long long i = 0; i < iters; i++)
+    sum += compile_function(&rng);
   double secs = bench_now() - t0;
 
   /* Keep the checksum live without printing it to stdout. */

@@ -290,18 +290,13 @@ static void *worker(void *arg) {
 
 int main(int argc, char **argv) {
   if (bench_wants_help(argc, argv, usage)) return 0;
-  long long threads = bench_arg(argc, argv, 1, 4);
-  long long iters = bench_arg(argc, argv, 2, 4000000);
-  long long ws = bench_arg(argc, argv, 3, 400);
-  long long min = bench_arg(argc, argv, 4, 16);
-  long long max = bench_arg(argc, argv, 5, 2048);
-  long long rpct = bench_arg(argc, argv, 6, 50);
-  long long ring = bench_arg(argc, argv, 7, 65536);
+  long long a[] = {4, 4000000, 400, 16, 2048, 50, 65536};
+  bench_args(argc, argv, a, 7);
+  long long threads = a[0], iters = a[1], ws = a[2], min = a[3], max = a[4],
+            rpct = a[5], ring = a[6];
   if (threads < 1 || threads > 4096 || iters < 0 || ws < 1 || min < 1 ||
-      max < min || rpct < 0 || rpct > 100 || ring < 1) {
-    fprintf(stderr, "mt_remote: bad arguments\n%s", usage);
-    return 2;
-  }
+      max < min || rpct < 0 || rpct > 100 || ring < 1)
+    return bench_bad_args(usage);
   g.threads = (int)threads;
   g.iters = (uint64_t)iters;
   g.ws = (uint64_t)ws;

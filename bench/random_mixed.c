@@ -62,11 +62,9 @@ static inline size_t sizer_next(const sizer_t *z, bench_rng_t *rng) {
 
 int main(int argc, char **argv) {
   if (bench_wants_help(argc, argv, usage)) return 0;
-  long long iters = bench_arg(argc, argv, 1, 50000000);
-  long long ws = bench_arg(argc, argv, 2, 1000);
-  long long min = bench_arg(argc, argv, 3, 16);
-  long long max = bench_arg(argc, argv, 4, 65536);
-  long long seed = bench_arg(argc, argv, 5, 1);
+  long long a[] = {50000000, 1000, 16, 65536, 1};
+  bench_args(argc, argv, a, 5);
+  long long iters = a[0], ws = a[1], min = a[2], max = a[3], seed = a[4];
   const char *dname = argc > 6 ? argv[6] : "app";
   int dist;
   if (strcmp(dname, "uniform") == 0) {
@@ -77,10 +75,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "random_mixed: unknown DIST '%s'\n%s", dname, usage);
     return 2;
   }
-  if (iters < 0 || ws < 1 || min < 1 || max < min) {
-    fprintf(stderr, "random_mixed: bad arguments\n%s", usage);
-    return 2;
-  }
+  if (iters < 0 || ws < 1 || min < 1 || max < min) return bench_bad_args(usage);
 
   sizer_t z;
   sizer_init(&z, dist, (uint64_t)min, (uint64_t)max);
@@ -122,7 +117,8 @@ int main(int argc, char **argv) {
   }
   double secs = bench_now() - t0;
 
-  for (long long i = 0; i < ws; i++) free(slots[i]);
+  for (long long i = 0; i < ws; i++)
+    free(slots[i]);
   free(slots);
 
   double ops = secs > 0 ? (double)iters / secs : 0.0;

@@ -94,8 +94,10 @@ static void *worker(void *arg) {
   pthread_barrier_wait(&g_bar); /* main sampled the peak */
 
   worker_t *other = &g_w[(w->id + 1) % g_threads];
-  for (size_t i = 0; i < w->n; i += 2) free(w->blocks[i]);
-  for (size_t i = 1; i < other->n; i += 2) free(other->blocks[i]);
+  for (size_t i = 0; i < w->n; i += 2)
+    free(w->blocks[i]);
+  for (size_t i = 1; i < other->n; i += 2)
+    free(other->blocks[i]);
   pthread_barrier_wait(&g_bar); /* all freed */
   pthread_barrier_wait(&g_bar); /* main finished idling: exit */
   return NULL;
@@ -103,14 +105,12 @@ static void *worker(void *arg) {
 
 int main(int argc, char **argv) {
   if (bench_wants_help(argc, argv, usage)) return 0;
-  long threads = (long)bench_arg(argc, argv, 1, 4);
-  long long total_mb = bench_arg(argc, argv, 2, 1024);
-  long long idle_ms = bench_arg(argc, argv, 3, 2000);
-  long long trim = bench_arg(argc, argv, 4, 0);
-  if (threads < 1 || threads > 1024 || total_mb < 1 || idle_ms < 0) {
-    fprintf(stderr, "rss_plateau: invalid arguments\n%s", usage);
-    return 2;
-  }
+  long long a[] = {4, 1024, 2000, 0};
+  bench_args(argc, argv, a, 4);
+  long threads = (long)a[0];
+  long long total_mb = a[1], idle_ms = a[2], trim = a[3];
+  if (threads < 1 || threads > 1024 || total_mb < 1 || idle_ms < 0)
+    return bench_bad_args(usage);
   g_threads = (int)threads;
   g_per_thread = (size_t)(total_mb << 20) / (size_t)threads;
 
@@ -155,13 +155,15 @@ int main(int argc, char **argv) {
     malloc_trim(0);
     rss_after_trim = bench_rss_kb();
   }
-  struct timespec ts = {(time_t)(idle_ms / 1000), (long)(idle_ms % 1000) * 1000000L};
+  struct timespec ts = {(time_t)(idle_ms / 1000),
+                        (long)(idle_ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) != 0) {
   }
   long rss_after_idle = bench_rss_kb();
 
   pthread_barrier_wait(&g_bar); /* let workers exit */
-  for (long t = 0; t < threads; t++) pthread_join(g_w[t].th, NULL);
+  for (long t = 0; t < threads; t++)
+    pthread_join(g_w[t].th, NULL);
   long rss_exit = bench_rss_kb();
   pthread_barrier_destroy(&g_bar);
 

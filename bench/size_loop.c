@@ -22,19 +22,16 @@ static const char usage[] =
     "allocations after its own.\n"
     "Metric: ops/s (throughput) = ITERS / wall time (one op = malloc+free).\n";
 
-#define TABLE 8192 /* power of two */
+#define TABLE    8192 /* power of two */
 #define KEEP_MAX 4096
 
 int main(int argc, char **argv) {
   if (bench_wants_help(argc, argv, usage)) return 0;
-  long long iters = bench_arg(argc, argv, 1, 50000000);
-  long long min = bench_arg(argc, argv, 2, 16);
-  long long max = bench_arg(argc, argv, 3, 8192);
-  long long keep = bench_arg(argc, argv, 4, 8);
-  if (iters < 0 || min < 1 || max < min || keep < 1 || keep > KEEP_MAX) {
-    fprintf(stderr, "size_loop: bad arguments\n%s", usage);
-    return 2;
-  }
+  long long a[] = {50000000, 16, 8192, 8};
+  bench_args(argc, argv, a, 4);
+  long long iters = a[0], min = a[1], max = a[2], keep = a[3];
+  if (iters < 0 || min < 1 || max < min || keep < 1 || keep > KEEP_MAX)
+    return bench_bad_args(usage);
   static unsigned sizes[TABLE];
   bench_rng_t rng;
   bench_rng_seed(&rng, 1);
@@ -60,7 +57,8 @@ int main(int argc, char **argv) {
     *slot = p;
   }
   double secs = bench_now() - t0;
-  for (long long s = 0; s < keep; s++) free(ring[s]);
+  for (long long s = 0; s < keep; s++)
+    free(ring[s]);
   double rate = secs > 0 ? (double)iters / secs : 0.0;
   bench_result("size_loop", "iters=%lld min=%lld max=%lld keep=%lld ops/s=%.0f",
                iters, min, max, keep, rate);

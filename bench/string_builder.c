@@ -33,12 +33,10 @@ static void oom(size_t n) {
 
 int main(int argc, char **argv) {
   if (bench_wants_help(argc, argv, usage)) return 0;
-  long long iters = bench_arg(argc, argv, 1, 9000000);
-  long long seed = bench_arg(argc, argv, 2, 1);
-  if (iters < 1) {
-    fprintf(stderr, "string_builder: invalid arguments\n%s", usage);
-    return 2;
-  }
+  long long a[] = {9000000, 1};
+  bench_args(argc, argv, a, 2);
+  long long iters = a[0], seed = a[1];
+  if (iters < 1) return bench_bad_args(usage);
   bench_rng_t rng;
   bench_rng_seed(&rng, (uint64_t)seed);
 
@@ -60,7 +58,8 @@ int main(int argc, char **argv) {
     char *s = malloc(len + 1);
     mallocs++;
     if (s == NULL) oom(len + 1);
-    for (size_t i = 0; i < len; i++) s[i] = alphabet[((size_t)it + i) % 39];
+    for (size_t i = 0; i < len; i++)
+      s[i] = alphabet[((size_t)it + i) % 39];
     while (len < target) {
       size_t add = (size_t)bench_rng_range(&rng, 1, 6);
       if (len + add > target) add = target - len;
@@ -68,7 +67,8 @@ int main(int argc, char **argv) {
       reallocs++;
       if (t == NULL) oom(len + add + 1);
       s = t;
-      for (size_t i = 0; i < add; i++) s[len + i] = alphabet[(len + i) % 39];
+      for (size_t i = 0; i < add; i++)
+        s[len + i] = alphabet[(len + i) % 39];
       len += add;
     }
     s[len] = '\0';
@@ -104,7 +104,8 @@ int main(int argc, char **argv) {
   }
   double secs = bench_now() - t0;
 
-  for (int i = 0; i < POOL; i++) free(pool[i]);
+  for (int i = 0; i < POOL; i++)
+    free(pool[i]);
   calls = mallocs + reallocs + frees;
   bench_result("string_builder",
                "iters=%lld seed=%lld mallocs=%llu reallocs=%llu frees=%llu "

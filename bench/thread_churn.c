@@ -79,12 +79,10 @@ static void *worker(void *arg) {
 
 int main(int argc, char **argv) {
   if (bench_wants_help(argc, argv, usage)) return 0;
-  long long total = bench_arg(argc, argv, 1, 20000);
-  long long conc = bench_arg(argc, argv, 2, 4);
-  if (total < 1 || conc < 1 || conc > 4096) {
-    fprintf(stderr, "thread_churn: invalid arguments\n%s", usage);
-    return 2;
-  }
+  long long a[] = {20000, 4};
+  bench_args(argc, argv, a, 2);
+  long long total = a[0], conc = a[1];
+  if (total < 1 || conc < 1 || conc > 4096) return bench_bad_args(usage);
   pthread_t *ring = calloc((size_t)conc, sizeof *ring);
   if (ring == NULL) return 1;
   long long mark = total < 1000 ? total : 1000;

@@ -31,18 +31,18 @@ static inline unsigned burst(char **stack, long long depth,
     p[0] = (char)d;
     stack[d] = p;
   }
-  for (long long d = depth - 1; d >= 0; d--) free(stack[d]);
+  for (long long d = depth - 1; d >= 0; d--)
+    free(stack[d]);
   return pos;
 }
 
 int main(int argc, char **argv) {
   if (bench_wants_help(argc, argv, usage)) return 0;
-  long long iters = bench_arg(argc, argv, 1, 250000000);
-  long long depth = bench_arg(argc, argv, 2, 16);
-  if (iters < 0 || depth < 1 || depth > (1LL << 24)) {
-    fprintf(stderr, "tiny_hot: bad arguments\n%s", usage);
-    return 2;
-  }
+  long long a[] = {250000000, 16};
+  bench_args(argc, argv, a, 2);
+  long long iters = a[0], depth = a[1];
+  if (iters < 0 || depth < 1 || depth > (1LL << 24))
+    return bench_bad_args(usage);
 
   static unsigned char sizes[SIZE_TABLE];
   bench_rng_t rng;
@@ -58,11 +58,13 @@ int main(int argc, char **argv) {
   long long rest = iters - bursts * depth;
   long long warm = bursts / 100 + 4;
   unsigned pos = 0;
-  for (long long b = 0; b < warm; b++) pos = burst(stack, depth, sizes, pos);
+  for (long long b = 0; b < warm; b++)
+    pos = burst(stack, depth, sizes, pos);
 
   pos = 0;
   double t0 = bench_now();
-  for (long long b = 0; b < bursts; b++) pos = burst(stack, depth, sizes, pos);
+  for (long long b = 0; b < bursts; b++)
+    pos = burst(stack, depth, sizes, pos);
   if (rest > 0) pos = burst(stack, rest, sizes, pos);
   double secs = bench_now() - t0;
 

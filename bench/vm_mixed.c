@@ -21,12 +21,10 @@ static const char usage[] =
 
 int main(int argc, char **argv) {
   if (bench_wants_help(argc, argv, usage)) return 0;
-  long long iters = bench_arg(argc, argv, 1, 100000);
-  long long ws = bench_arg(argc, argv, 2, 32);
-  if (iters < 0 || ws < 1) {
-    fprintf(stderr, "vm_mixed: bad arguments\n%s", usage);
-    return 2;
-  }
+  long long a[] = {100000, 32};
+  bench_args(argc, argv, a, 2);
+  long long iters = a[0], ws = a[1];
+  if (iters < 0 || ws < 1) return bench_bad_args(usage);
   bench_rng_t rng;
   bench_rng_seed(&rng, 1);
   void **slots = calloc((size_t)ws, sizeof(void *));
@@ -44,14 +42,16 @@ int main(int argc, char **argv) {
   for (long long i = 0; i < iters; i++) {
     uint64_t r = bench_rng_next(&rng);
     uint64_t s = (r >> 32) % (uint64_t)ws;
-    size_t n = MIN_SIZE + (size_t)((r & 0xffffffffu) % (MAX_SIZE - MIN_SIZE + 1));
+    size_t n =
+        MIN_SIZE + (size_t)((r & 0xffffffffu) % (MAX_SIZE - MIN_SIZE + 1));
     free(slots[s]);
     slots[s] = bench_xmalloc(n);
     bench_touch(slots[s], n);
   }
   double secs = bench_now() - t0;
 
-  for (long long i = 0; i < ws; i++) free(slots[i]);
+  for (long long i = 0; i < ws; i++)
+    free(slots[i]);
   free(slots);
   double ops = secs > 0 ? (double)iters / secs : 0.0;
   bench_result("vm_mixed", "iters=%lld ws=%lld ops/s=%.0f", iters, ws, ops);

@@ -159,52 +159,24 @@ static size_t usable_of(const api_t *a, void *p) {
   return a->usable_fn ? a->usable_fn(p) : 0;
 }
 
-static api_t libc_api(void) {
-  api_t a = {.name = "",
-             .malloc_fn = malloc,
-             .calloc_fn = calloc,
-             .realloc_fn = realloc,
-             .reallocarray_fn = reallocarray,
-             .free_fn = free,
-             .aligned_alloc_fn = aligned_alloc,
-             .memalign_fn = memalign,
-             .posix_memalign_fn = posix_memalign,
-             .usable_fn = malloc_usable_size,
-             .free_sized_fn = free_sized,
-             .free_aligned_sized_fn = free_aligned_sized};
-  return a;
-}
-
-static api_t libc_internal_api(void) {
-  api_t a = {.name = "__libc_",
-             .malloc_fn = __libc_malloc,
-             .calloc_fn = __libc_calloc,
-             .realloc_fn = __libc_realloc,
-             .free_fn = __libc_free,
-             .memalign_fn = __libc_memalign,
-             .usable_fn = malloc_usable_size};
-  return a;
-}
-
 #ifdef HAVE_HZ_API
 static size_t hz_usable_nonconst(void *p) { return hz_usable_size(p); }
-
-static api_t hz_api(void) {
-  api_t a = {.name = "hz_",
-             .malloc_fn = hz_malloc,
-             .calloc_fn = hz_calloc,
-             .realloc_fn = hz_realloc,
-             .reallocarray_fn = hz_reallocarray,
-             .free_fn = hz_free,
-             .aligned_alloc_fn = hz_aligned_alloc,
-             .memalign_fn = hz_memalign,
-             .posix_memalign_fn = hz_posix_memalign,
-             .usable_fn = hz_usable_nonconst,
-             .free_sized_fn = hz_free_sized,
-             .free_aligned_sized_fn = hz_free_aligned_sized};
-  return a;
-}
 #endif
+
+/* The families, one row each, in the order of api_t's members: malloc,
+ * calloc, realloc, reallocarray, free, aligned_alloc, memalign,
+ * posix_memalign, usable size, free_sized, free_aligned_sized. */
+static const api_t families[] = {
+    {"", malloc, calloc, realloc, reallocarray, free, aligned_alloc, memalign,
+     posix_memalign, malloc_usable_size, free_sized, free_aligned_sized},
+    {"__libc_", __libc_malloc, __libc_calloc, __libc_realloc, NULL, __libc_free,
+     NULL, __libc_memalign, NULL, malloc_usable_size, NULL, NULL},
+#ifdef HAVE_HZ_API
+    {"hz_", hz_malloc, hz_calloc, hz_realloc, hz_reallocarray, hz_free,
+     hz_aligned_alloc, hz_memalign, hz_posix_memalign, hz_usable_nonconst,
+     hz_free_sized, hz_free_aligned_sized},
+#endif
+};
 
 /* A successful allocation of n bytes with the given alignment: non-NULL,
  * aligned, usable >= n. Returns the usable size to fill (n when the family
@@ -1196,14 +1168,8 @@ static void test_mixing(void) {
 int main(void) {
   install_fatal_handlers();
   build_good_sizes();
-  api_t libc = libc_api();
-  run_family(&libc);
-  api_t internal = libc_internal_api();
-  run_family(&internal);
-#ifdef HAVE_HZ_API
-  api_t hz = hz_api();
-  run_family(&hz);
-#endif
+  for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+    run_family(&families[i]);
   test_valloc_pvalloc();
   test_cfree();
   test_maintenance();

@@ -28,16 +28,16 @@ namespace {
 int failures;
 int checks;
 
-#define EXPECT(cond, ...)                                                   \
-  do {                                                                      \
-    checks++;                                                               \
-    if (!(cond)) {                                                          \
-      failures++;                                                           \
-      std::fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, \
-                   #cond);                                                  \
-      std::fprintf(stderr, __VA_ARGS__);                                    \
-      std::fputc('\n', stderr);                                             \
-    }                                                                       \
+#define EXPECT(cond, ...)                                                      \
+  do {                                                                         \
+    checks++;                                                                  \
+    if (!(cond)) {                                                             \
+      failures++;                                                              \
+      std::fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__,    \
+                   #cond);                                                     \
+      std::fprintf(stderr, __VA_ARGS__);                                       \
+      std::fputc('\n', stderr);                                                \
+    }                                                                          \
   } while (0)
 
 constexpr std::size_t KiB = 1024;
@@ -66,7 +66,8 @@ unsigned char pattern(std::size_t i, unsigned seed) {
 
 void fill(void *p, std::size_t n, unsigned seed) {
   auto *b = static_cast<unsigned char *>(p);
-  for (std::size_t i = 0; i < n; i++) b[i] = pattern(i, seed);
+  for (std::size_t i = 0; i < n; i++)
+    b[i] = pattern(i, seed);
 }
 
 // First byte that differs from the pattern, or n.
@@ -166,7 +167,8 @@ void test_plain_forms() {
 // Zero-byte requests give distinct live pointers.
 void test_zero_unique() {
   void *a[32];
-  for (auto &p : a) p = launder(::operator new(opaque(0)));
+  for (auto &p : a)
+    p = launder(::operator new(opaque(0)));
   for (int i = 0; i < 32; i++) {
     EXPECT(a[i] != nullptr, "operator new(0) returned nullptr");
     for (int j = 0; j < i; j++)
@@ -174,7 +176,8 @@ void test_zero_unique() {
                  reinterpret_cast<std::uintptr_t>(a[j]),
              "operator new(0): live blocks %d and %d are both %p", i, j, a[i]);
   }
-  for (auto p : a) ::operator delete(p);
+  for (auto p : a)
+    ::operator delete(p);
 }
 
 // ---------------------------------------------------------------------------
@@ -236,7 +239,8 @@ struct alignas(4096) PageObj {
 };
 
 void test_aligned_forms() {
-  for (std::size_t a = 16; a <= kMaxAlign; a <<= 1) test_aligned_at(a);
+  for (std::size_t a = 16; a <= kMaxAlign; a <<= 1)
+    test_aligned_at(a);
 
   // new-expressions on over-aligned types use the aligned operators.
   for (int round = 0; round < 8; round++) {
@@ -289,8 +293,7 @@ void test_array_cookie() {
 // ---------------------------------------------------------------------------
 // Huge requests and the new-handler
 // ---------------------------------------------------------------------------
-template <class F>
-bool throws_bad_alloc(F f) {
+template <class F> bool throws_bad_alloc(F f) {
   try {
     void *p = launder(f());
     std::fprintf(stderr, "  (allocation returned %p instead of throwing)\n", p);
@@ -308,8 +311,7 @@ const std::size_t kHuge[] = {SIZE_MAX / 2, SIZE_MAX, SIZE_MAX - 15,
                              std::size_t{1} << 47};
 
 // True if fn is defined in libstdc++ itself rather than a replacement.
-template <class Fn>
-bool from_libstdcxx(Fn fn) {
+template <class Fn> bool from_libstdcxx(Fn fn) {
   Dl_info info;
   if (dladdr(reinterpret_cast<void *>(fn), &info) == 0 || !info.dli_fname)
     return false;
@@ -362,8 +364,7 @@ void test_huge() {
     EXPECT(throws_bad_alloc([n] { return ::operator new[](n); }),
            "operator new[](%zu), beyond the machine, did not throw", n);
     EXPECT(throws_bad_alloc([=] { return ::operator new(n, al64); }),
-           "operator new(%zu, align 64), beyond the machine, did not throw",
-           n);
+           "operator new(%zu, align 64), beyond the machine, did not throw", n);
   }
   // Allocation keeps working afterwards.
   void *p = launder(::operator new(opaque(100)));
@@ -385,24 +386,32 @@ void throwing_handler() {
   if (++handler_calls >= handler_limit) throw std::bad_alloc();
 }
 
-template <class F>
-void expect_handler_then_throw(const char *what, std::new_handler h, int limit,
-                               F f) {
+// Install h, to give up after `limit` calls.
+void arm_handler(std::new_handler h, int limit) {
   handler_calls = 0;
   handler_limit = limit;
   std::set_new_handler(h);
-  EXPECT(throws_bad_alloc(f), "%s did not throw bad_alloc", what);
+}
+
+// The handler ran `limit` times; uninstall it.
+void expect_handler_calls(const char *what, int limit) {
   EXPECT(handler_calls == limit, "%s: new-handler called %d times, want %d",
          what, handler_calls, limit);
   std::set_new_handler(nullptr);
 }
 
 template <class F>
+void expect_handler_then_throw(const char *what, std::new_handler h, int limit,
+                               F f) {
+  arm_handler(h, limit);
+  EXPECT(throws_bad_alloc(f), "%s did not throw bad_alloc", what);
+  expect_handler_calls(what, limit);
+}
+
+template <class F>
 void expect_handler_then_null(const char *what, std::new_handler h, int limit,
                               F f) {
-  handler_calls = 0;
-  handler_limit = limit;
-  std::set_new_handler(h);
+  arm_handler(h, limit);
   void *p = nullptr;
   try {
     p = launder(f());
@@ -410,15 +419,12 @@ void expect_handler_then_null(const char *what, std::new_handler h, int limit,
   } catch (...) {
     EXPECT(false, "%s threw", what);
   }
-  EXPECT(handler_calls == limit, "%s: new-handler called %d times, want %d",
-         what, handler_calls, limit);
-  std::set_new_handler(nullptr);
+  expect_handler_calls(what, limit);
 }
 
 // Runs f in a forked child so a std::terminate (an exception escaping a
 // noexcept operator) is reported as one failure and the rest still runs.
-template <class F>
-void isolated(const char *what, F f) {
+template <class F> void isolated(const char *what, F f) {
   std::fflush(stderr);
   pid_t pid = fork();
   if (pid == 0) {
@@ -494,7 +500,7 @@ void test_new_handler() {
 // Containers
 // ---------------------------------------------------------------------------
 std::string make_string(std::size_t i) {
-  std::size_t len = (i * 7919) % 300;  // short (SSO) and heap strings
+  std::size_t len = (i * 7919) % 300; // short (SSO) and heap strings
   std::string s(len, static_cast<char>('a' + i % 26));
   s += std::to_string(i);
   return s;
@@ -502,14 +508,16 @@ std::string make_string(std::size_t i) {
 
 void test_vector_of_strings() {
   std::vector<std::string> v;
-  for (std::size_t i = 0; i < 50000; i++) v.push_back(make_string(i));
+  for (std::size_t i = 0; i < 50000; i++)
+    v.push_back(make_string(i));
   for (std::size_t i = 0; i < v.size(); i++)
     if (v[i] != make_string(i)) {
       EXPECT(false, "vector<string>[%zu] corrupted", i);
       break;
     }
   // Grow strings in place (realloc-like growth through new/delete).
-  for (std::size_t i = 0; i < v.size(); i += 3) v[i] += v[i];
+  for (std::size_t i = 0; i < v.size(); i += 3)
+    v[i] += v[i];
   for (std::size_t i = 0; i < v.size(); i += 3) {
     std::string s = make_string(i);
     if (v[i] != s + s) {
@@ -530,7 +538,8 @@ void test_maps() {
     m.emplace(i, make_string(static_cast<std::size_t>(i)));
     u.emplace(make_string(static_cast<std::size_t>(i)) + "#", i);
   }
-  for (int i = 0; i < 40000; i += 2) m.erase(i);
+  for (int i = 0; i < 40000; i += 2)
+    m.erase(i);
   bool ok = m.size() == 20000;
   for (auto &kv : m)
     if (kv.first % 2 == 0 ||
@@ -578,7 +587,8 @@ void test_cross_thread() {
   std::vector<std::string> back;
   std::thread consumer([&back] {
     std::vector<std::string> mine;
-    for (std::size_t i = 0; i < 20000; i++) mine.push_back(make_string(i));
+    for (std::size_t i = 0; i < 20000; i++)
+      mine.push_back(make_string(i));
     back = std::move(mine);
   });
   consumer.join();
@@ -586,7 +596,7 @@ void test_cross_thread() {
          "vector moved out of a finished thread");
 }
 
-}  // namespace
+} // namespace
 
 int main() {
   test_plain_forms();

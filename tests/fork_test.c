@@ -152,6 +152,21 @@ static int verify(void *p, const char *who) {
   return (int)tag;
 }
 
+/* Take every block left in the slots: each verified, then freed (a
+ * corrupt one is kept). Returns the number corrupt. */
+static int drain_slots(const char *who) {
+  int errors = 0;
+  for (int i = 0; i < NSLOTS; i++) {
+    void *p = atomic_exchange(&slots[i], NULL);
+    if (p == NULL) continue;
+    if (verify(p, who) < 0)
+      errors++;
+    else
+      t_free(p);
+  }
+  return errors;
+}
+
 /* Mostly 16 B..4 KiB, ~5% 4..128 KiB, ~0.3% 256 KiB..2 MiB. */
 static size_t pick_size(uint64_t *rng) {
   uint64_t r = test_rng_next(rng);
@@ -394,14 +409,7 @@ child_main(void **pre, int npre, unsigned tag) {
     t_free(part_a[i]);
 
   /* 3. Blocks of background threads that do not exist here. */
-  for (int i = 0; i < NSLOTS; i++) {
-    void *p = atomic_exchange(&slots[i], NULL);
-    if (p == NULL) continue;
-    if (verify(p, "child, background thread's block") < 0)
-      errors++;
-    else
-      t_free(p);
-  }
+  errors += drain_slots("child, background thread's block");
 
   /* 4. Plenty of allocation and free. */
   errors += churn(&rng, tag, 2000, 64, "child");
@@ -563,14 +571,7 @@ int main(int argc, char **argv) {
   atomic_store(&stop_bg, true);
   for (int i = 0; i < nbg; i++)
     pthread_join(bg[i], NULL);
-  for (int i = 0; i < NSLOTS; i++) {
-    void *p = atomic_exchange(&slots[i], NULL);
-    if (p == NULL) continue;
-    if (verify(p, "main, final drain") < 0)
-      main_errors++;
-    else
-      t_free(p);
-  }
+  main_errors += drain_slots("main, final drain");
 
   clock_gettime(CLOCK_MONOTONIC, &t1);
   double secs =
