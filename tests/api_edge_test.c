@@ -804,31 +804,44 @@ static void test_realloc_usable(const api_t *a) {
   }
 }
 
+/* A malloc'ed block of n bytes of `fill`, checked; NULL (reported) if the
+ * allocation failed. */
+static unsigned char *filled_block(const api_t *a, size_t n, unsigned fill) {
+  unsigned char *p = a->malloc_fn(n);
+  if (!check_block(a, "malloc", p, n, 16)) return NULL;
+  fill_range(p, 0, n, fill);
+  return p;
+}
+
+/* A resize that must fail returned q with errno err: it must be NULL with
+ * ENOMEM, and the block p (n bytes of `fill`) unchanged. Returns the block
+ * to go on with (q, if the call wrongly succeeded). */
+static unsigned char *expect_failed_resize(const api_t *a, const char *what,
+                                           unsigned char *p, size_t n,
+                                           unsigned fill, void *q, int err) {
+  CHECK_MSG(q == NULL && err == ENOMEM,
+            "%s%s: expected NULL/ENOMEM, got %p errno %d", a->name, what, q,
+            err);
+  if (q != NULL) return q;
+  size_t bad = verify_range(p, n, fill);
+  CHECK_MSG(bad == n, "%s%s failed but damaged byte %zu", a->name, what, bad);
+  return p;
+}
+
 static void test_realloc_failure(const api_t *a) {
   static const size_t sizes[] = {100, 5000, 300 * KiB, MiB};
   static const size_t huge[] = {SIZE_MAX, SIZE_MAX - 15,
                                 (size_t)PTRDIFF_MAX + 1, (size_t)1 << 62};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
     size_t n = sizes[i];
-    unsigned char *p = a->malloc_fn(n);
-    if (!check_block(a, "malloc", p, n, 16)) continue;
-    fill_range(p, 0, n, 0x11);
+    unsigned char *p = filled_block(a, n, 0x11);
+    if (p == NULL) continue;
     for (size_t j = 0; j < sizeof huge / sizeof huge[0]; j++) {
+      char what[96];
+      snprintf(what, sizeof what, "realloc(%zu-byte block, %zu)", n, huge[j]);
       errno = 0;
       void *q = a->realloc_fn(p, opaque(huge[j]));
-      int err = errno;
-      CHECK_MSG(q == NULL && err == ENOMEM,
-                "%srealloc(%zu-byte block, %zu): expected NULL/ENOMEM, got %p "
-                "errno %d",
-                a->name, n, huge[j], q, err);
-      if (q != NULL) {
-        p = q;
-        continue;
-      }
-      size_t bad = verify_range(p, n, 0x11);
-      CHECK_MSG(bad == n,
-                "%srealloc(%zu-byte block, %zu) failed but damaged byte %zu",
-                a->name, n, huge[j], bad);
+      p = expect_failed_resize(a, what, p, n, 0x11, q, errno);
     }
     /* The old block must still be a live, growable block. */
     unsigned char *q = a->realloc_fn(p, opaque(2 * n));
@@ -872,24 +885,15 @@ static void test_reallocarray(const api_t *a) {
   static const size_t sizes[] = {64, 4000, 400 * KiB};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
     size_t n = sizes[i];
-    unsigned char *p = a->malloc_fn(n);
-    if (!check_block(a, "malloc", p, n, 16)) continue;
-    fill_range(p, 0, n, 0x22);
+    unsigned char *p = filled_block(a, n, 0x22);
+    if (p == NULL) continue;
     for (size_t j = 0; j < sizeof bad / sizeof bad[0]; j++) {
+      char what[96];
+      snprintf(what, sizeof what, "reallocarray(%zu-byte block, %zu, %zu)", n,
+               bad[j][0], bad[j][1]);
       errno = 0;
       void *q = a->reallocarray_fn(p, opaque(bad[j][0]), opaque(bad[j][1]));
-      int err = errno;
-      CHECK_MSG(q == NULL && err == ENOMEM,
-                "%sreallocarray(%zu-byte block, %zu, %zu): expected "
-                "NULL/ENOMEM, got %p errno %d",
-                a->name, n, bad[j][0], bad[j][1], q, err);
-      if (q) {
-        p = q;
-        continue;
-      }
-      size_t b = verify_range(p, n, 0x22);
-      CHECK_MSG(b == n, "%sreallocarray overflow damaged byte %zu of %zu",
-                a->name, b, n);
+      p = expect_failed_resize(a, what, p, n, 0x22, q, errno);
     }
     unsigned char *q = a->reallocarray_fn(p, opaque(n / 4), opaque(12));
     CHECK_MSG(q && verify_range(q, n, 0x22) == n,
