@@ -275,7 +275,8 @@ void hz_heap_flush(hz_heap_t *heap);
 /* The exiting owner publishes its stash and counts and keeps its bins for
  * the thread that adopts the heap next (collectors take them otherwise). */
 void hz_heap_park(hz_heap_t *heap);
-/* The owner publishes its bins' counts of every class (heap_publish_counts). */
+/* The owner publishes its bins' counts of every class
+ * (hz_heap_publish_counts). */
 void hz_heap_publish_all(hz_heap_t *heap);
 void hz_heap_summarize_one(const hz_heap_t *heap, hz_heap_summary_t *out);
 

@@ -69,7 +69,7 @@ static double sample_weight(size_t unit) {
 
 /* ---------------------------------------------------------------------------
  * The tables: records of live sampled blocks, sampled blocks per page, and
- * the distinct stacks (all in prof_table.h's open-addressing maps).
+ * the distinct stacks (prof_store.h's open-addressing maps and arrays).
  * ------------------------------------------------------------------------- */
 static hz_prof_map_t records;     /* block -> record index */
 static hz_prof_map_t page_counts; /* page -> sampled blocks on it */
@@ -150,11 +150,21 @@ static bool dump_locked(const char *path, const char *why) {
   return hz_prof_write_heap(path, &store);
 }
 
+/* Take the tables, marking this thread as inside the profiler (its own
+ * allocations are not sampled); returns what the mark was. */
+static bool prof_lock_tables(void) {
+  bool was_busy = prof_busy;
+  prof_busy = true;
+  hz_lock(&prof_lock);
+  return was_busy;
+}
+
 /* Let go of the tables, first writing the profile a signal asked for. */
-static void prof_unlock(void) {
+static void prof_unlock_tables(bool was_busy) {
   if (atomic_exchange_explicit(&dump_pending, false, memory_order_acquire))
     dump_locked(NULL, "signal");
   hz_unlock(&prof_lock);
+  prof_busy = was_busy;
 }
 
 static void on_signal(int sig) {
@@ -183,15 +193,12 @@ HZ_EXPORT int hz_prof_dump(const char *path) {
     errno = ENOENT;
     return -1;
   }
-  bool was_busy = prof_busy;
-  prof_busy = true;
-  hz_lock(&prof_lock);
+  bool was_busy = prof_lock_tables();
   int saved = errno;
   errno = 0;
   bool ok = dump_locked(path, "api");
   int err = errno != 0 ? errno : EIO;
-  prof_unlock();
-  prof_busy = was_busy;
+  prof_unlock_tables(was_busy);
   errno = ok ? saved : err;
   return ok ? 0 : -1;
 }
@@ -246,13 +253,12 @@ static bool record_locked(void *block, size_t size, size_t unit,
 
 bool hz_prof_record(void *block, size_t size, size_t unit, const void *page) {
   if (prof_busy) return false;
-  prof_busy = true;
+  prof_busy = true; /* the unwinder may allocate */
   void *frames[HZ_PROF_DEPTH];
   uint32_t depth = capture(frames);
   hz_lock(&prof_lock);
   bool ok = record_locked(block, size, unit, page, frames, depth);
-  prof_unlock();
-  prof_busy = false;
+  prof_unlock_tables(false);
   return ok;
 }
 
@@ -295,20 +301,15 @@ bool hz_prof_page_may_hold(const void *page) {
 bool hz_prof_forget(const void *block, const void *page) {
   if (!filter_has(block_filter, block))
     return page != NULL && filter_has(page_filter, page);
-  bool was_busy = prof_busy;
-  prof_busy = true;
-  hz_lock(&prof_lock);
+  bool was_busy = prof_lock_tables();
   bool left = forget_locked(block, page);
-  prof_unlock();
-  prof_busy = was_busy;
+  prof_unlock_tables(was_busy);
   return left;
 }
 
 void hz_prof_moved(const void *from, void *to, size_t size) {
   if (!filter_has(block_filter, from)) return;
-  bool was_busy = prof_busy;
-  prof_busy = true;
-  hz_lock(&prof_lock);
+  bool was_busy = prof_lock_tables();
   uintptr_t index;
   if (hz_prof_map_take(&records, (uintptr_t)from, &index)) {
     hz_prof_record_t *r = &store.records[index];
@@ -320,8 +321,7 @@ void hz_prof_moved(const void *from, void *to, size_t size) {
     else
       hz_prof_store_drop_record(&store, (uint32_t)index);
   }
-  prof_unlock();
-  prof_busy = was_busy;
+  prof_unlock_tables(was_busy);
 }
 
 /* ---------------------------------------------------------------------------
@@ -385,11 +385,9 @@ void hz_prof_fork_child(void) {
 /* At exit: the final profile, and the leak report if asked. */
 __attribute__((destructor)) static void prof_exit(void) {
   if (!hz_prof_active) return;
-  prof_busy = true;
-  hz_lock(&prof_lock);
+  bool was_busy = prof_lock_tables();
   dump_locked(NULL, "exit");
   if (hz_option_enabled(HZ_OPTION_PROF_LEAKS))
     hz_prof_report_leaks(&store, sample_mean);
-  prof_unlock();
-  prof_busy = false;
+  prof_unlock_tables(was_busy);
 }

@@ -6,16 +6,9 @@
 # object that the other box's object defines (nm). Every object of the
 # library must belong to a box.
 # Usage: boxes_test.sh SOURCE_DIR BUILD_DIR
-set -u
 DESIGN=$1/docs/DESIGN.md
 OBJ=$2/CMakeFiles/hakozuna.dir/src
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-failures=0
-fail() {
-  echo "FAIL $*"
-  failures=$((failures + 1))
-}
+source "$(dirname "$0")/script_util.sh"
 
 # The table: "box|file file|callee callee" per row, in order.
 awk '/<!-- boxes:/ { on = 1; next } /<!-- boxes end/ { on = 0 }
@@ -68,8 +61,4 @@ for o in "$OBJ"/*.c.o; do
 done
 [ "$calls" -gt 50 ] || fail "only $calls calls between boxes found: is $OBJ the library's objects?"
 
-if [ $failures -gt 0 ]; then
-  echo "boxes: $failures failed"
-  exit 1
-fi
-echo "boxes: $(wc -l <"$WORK/table") boxes, $calls calls between them, all allowed"
+finish boxes "$(wc -l <"$WORK/table") boxes, $calls calls between them, all allowed"

@@ -18,19 +18,12 @@ if [ "$(status)" = installed ]; then
   echo "deb: skipped (a hakozuna package is installed already)"
   exit 77
 fi
-WORK=$(mktemp -d)
 installed=0
-cleanup() {
+on_exit() {
   [ $installed = 1 ] && dpkg -r hakozuna >/dev/null 2>&1
   dpkg -P hakozuna >/dev/null 2>&1
-  rm -rf "$WORK"
 }
-trap cleanup EXIT
-failures=0
-fail() {
-  echo "FAIL $*"
-  failures=$((failures + 1))
-}
+source "$(dirname "$0")/script_util.sh"
 
 version=$(sed -n 's/^CMAKE_PROJECT_VERSION:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
 if ! (cd "$BUILD" && cpack -G DEB -B "$WORK/out" >"$WORK/cpack.log" 2>&1); then
@@ -90,8 +83,4 @@ left=$(ls /usr/lib/libhakozuna* /usr/include/hakozuna.h /usr/bin/hakozuna 2>/dev
 [ "$(status)" = installed ] && fail "dpkg still lists hakozuna as installed"
 [ $failures = 0 ] && echo "ok   dpkg -r removed every file"
 
-if [ $failures -gt 0 ]; then
-  echo "deb: $failures failed"
-  exit 1
-fi
-echo "deb: all passed"
+finish deb

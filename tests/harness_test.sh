@@ -5,19 +5,11 @@
 # file, and meta.json records each allocator's file and size; a missing
 # --peers-dir is noted and skipped.
 # Usage: harness_test.sh SOURCE_DIR BUILD_DIR
-set -u
 SRC=$(realpath "$1")
 BUILD=$(realpath "$2")
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-failures=0
+source "$(dirname "$0")/script_util.sh"
 HARNESS=(/usr/bin/python3 "$SRC/bench/harness.py" --no-install --no-charts
          --bench-dir "$BUILD/bench")
-
-fail() {
-  echo "FAIL $*"
-  failures=$((failures + 1))
-}
 
 mkdir -p "$WORK/peers"
 cp "$BUILD/libhakozuna.so" "$WORK/peers/libpeer-a.so"
@@ -59,5 +51,4 @@ grep -q '/pinned' "$WORK/list1" && fail "the default set has pinned cases"
   fail "--peers-dir of a missing folder stopped the harness"
 grep -q "does not exist" "$WORK/list2" || fail "no note about the missing folder"
 
-echo "harness: $failures failed"
-[ "$failures" -eq 0 ]
+finish harness

@@ -38,24 +38,15 @@ static void *touched(void *p) {
   return p;
 }
 
-__attribute__((noinline)) void *site_one(size_t n) {
-  return touched(malloc(n));
-}
-__attribute__((noinline)) void *site_three(size_t n) {
-  return touched(malloc(n));
-}
-__attribute__((noinline)) void *plant_leak(size_t n) {
-  return touched(malloc(n));
-}
-__attribute__((noinline)) void *freed_site(size_t n) {
-  return touched(malloc(n));
-}
-__attribute__((noinline)) void *kept_site(size_t n) {
-  return touched(malloc(n));
-}
-__attribute__((noinline)) void *churn_site(size_t n) {
-  return touched(malloc(n));
-}
+/* An allocation site of its own, named in the stacks. */
+#define SITE(name)                                                             \
+  __attribute__((noinline)) void *name(size_t n) { return touched(malloc(n)); }
+SITE(site_one)
+SITE(site_three)
+SITE(plant_leak)
+SITE(freed_site)
+SITE(kept_site)
+SITE(churn_site)
 
 /* Live bytes the profile at path gives stacks through the function named
  * `site`, and in all. */

@@ -8,18 +8,10 @@
 # `hakozuna prof --svg` leaves the profile, collapsed stacks and a flame
 # graph that name the leaking site.
 # Usage: prof_test.sh TARGET BUILD_DIR SOURCE_DIR
-set -u
 TARGET=$1
 BUILD=$2
 WRAPPER=$3/bin/hakozuna
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-failures=0
-
-fail() {
-  echo "FAIL $*"
-  failures=$((failures + 1))
-}
+source "$(dirname "$0")/script_util.sh"
 
 # run LIB NAME ENV... -- ARGS...: prof_target under LIB with the profiler
 # writing into $WORK; its output in $WORK/NAME.out and .err.
@@ -105,8 +97,4 @@ else
   echo "ok   hakozuna prof --svg: $(basename "$svg") shows plant_leak"
 fi
 
-if [ $failures -gt 0 ]; then
-  echo "prof: $failures failed"
-  exit 1
-fi
-echo "prof: all passed"
+finish prof

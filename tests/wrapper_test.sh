@@ -6,17 +6,9 @@
 # command has --help, and a command line it cannot follow gets one line
 # and exit code 2.
 # Usage: wrapper_test.sh SOURCE_DIR BUILD_DIR
-set -u
 WRAPPER=$(realpath "$1/bin/hakozuna")
 LIB=$(realpath "$2/libhakozuna.so")
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-failures=0
-
-fail() {
-  echo "FAIL $*"
-  failures=$((failures + 1))
-}
+source "$(dirname "$0")/script_util.sh"
 
 # expect_refused NAME ENV...: the wrapper must not run the command.
 expect_refused() {
@@ -122,5 +114,4 @@ expect_misuse "unknown option of prof" prof --frobnicate true
 expect_misuse "prof with nothing to run" prof --svg --
 expect_misuse "version with an argument" version 2
 
-echo "wrapper: $failures failed"
-[ "$failures" -eq 0 ]
+finish wrapper
