@@ -1,5 +1,6 @@
 /* Shared helpers for the benchmark programs: timing, peak RSS, a fast
- * deterministic RNG, argument parsing, and the one result line every
+ * deterministic RNG, argument parsing, allocation and thread start-up that
+ * stop the program with one line on failure, and the one result line every
  * benchmark prints:
  *
  *   bench=<name> <key>=<value> ... ops/s=<n>|secs=<s> peak_rss_kb=<n>
@@ -8,6 +9,7 @@
 #ifndef HZ_BENCH_H
 #define HZ_BENCH_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,15 +44,42 @@ static inline long bench_rss_kb(void) {
   return rss * 4;
 }
 
-/* malloc that cannot fail: a benchmark out of memory stops with one line. */
+/* Out of memory in a benchmark: one line on stderr and exit 1. */
+__attribute__((cold, noreturn)) static inline void bench_oom(size_t n) {
+  fprintf(stderr, "%s: out of memory (%zu bytes)\n",
+          program_invocation_short_name, n);
+  exit(1);
+}
+
+/* malloc, calloc and realloc that cannot fail: they stop the benchmark instead.
+ */
 static inline void *bench_xmalloc(size_t n) {
   void *p = malloc(n);
-  if (p == NULL) {
-    fprintf(stderr, "%s: malloc(%zu) failed\n", program_invocation_short_name,
-            n);
+  if (p == NULL) bench_oom(n);
+  return p;
+}
+
+static inline void *bench_xcalloc(size_t count, size_t size) {
+  void *p = calloc(count, size);
+  if (p == NULL) bench_oom(count * size);
+  return p;
+}
+
+static inline void *bench_xrealloc(void *old, size_t n) {
+  void *p = realloc(old, n);
+  if (p == NULL) bench_oom(n);
+  return p;
+}
+
+/* pthread_create that cannot fail: it stops the benchmark instead. */
+static inline void bench_thread(pthread_t *tid, void *(*fn)(void *),
+                                void *arg) {
+  int rc = pthread_create(tid, NULL, fn, arg);
+  if (rc != 0) {
+    fprintf(stderr, "%s: pthread_create: %s\n", program_invocation_short_name,
+            strerror(rc));
     exit(1);
   }
-  return p;
 }
 
 /* xorshift64*: fast, deterministic per seed, never returns the same
@@ -128,6 +157,16 @@ static inline int bench_wants_help(int argc, char **argv, const char *usage) {
       fputs(usage, stdout);
       return 1;
     }
+  return 0;
+}
+
+/* A benchmark's first step: prints the usage and returns 1 for --help;
+ * otherwise reads positional arguments 1..n into values (see bench_args)
+ * and returns 0. */
+static inline int bench_start(int argc, char **argv, const char *usage,
+                              long long *values, int n) {
+  if (bench_wants_help(argc, argv, usage)) return 1;
+  bench_args(argc, argv, values, n);
   return 0;
 }
 

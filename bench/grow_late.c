@@ -24,17 +24,12 @@ static const char usage[] =
     "Metric: secs (lower is better) = building plus freeing.\n";
 
 int main(int argc, char **argv) {
-  if (bench_wants_help(argc, argv, usage)) return 0;
   long long a[] = {1000000, 16, 512, 16};
-  bench_args(argc, argv, a, 4);
+  if (bench_start(argc, argv, usage, a, 4)) return 0;
   long long blocks = a[0], min = a[1], max = a[2], every = a[3];
   if (blocks < 1 || min < 1 || max < min || every < 0)
     return bench_bad_args(usage);
-  char **live = calloc((size_t)blocks, sizeof *live);
-  if (live == NULL) {
-    fprintf(stderr, "grow_late: no memory for the block table\n");
-    return 1;
-  }
+  char **live = bench_xcalloc((size_t)blocks, sizeof *live);
   bench_rng_t rng;
   bench_rng_seed(&rng, 1);
   double span = log((double)max / (double)min);
@@ -43,11 +38,7 @@ int main(int argc, char **argv) {
     double u = bench_rng_unit(&rng);
     size_t n = (size_t)((double)min * exp(u * span));
     if (n > (size_t)max) n = (size_t)max;
-    live[i] = malloc(n);
-    if (live[i] == NULL) {
-      fprintf(stderr, "grow_late: malloc(%zu) failed\n", n);
-      return 1;
-    }
+    live[i] = bench_xmalloc(n);
     memset(live[i], (int)i, n);
     if (every > 0 && i % every == every - 1) {
       long long victim = (long long)(bench_rng_next(&rng) % (uint64_t)(i + 1));

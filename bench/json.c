@@ -45,21 +45,13 @@ static bench_rng_t g_rng;
 static unsigned long long g_mallocs, g_reallocs, g_frees;
 
 static void *xmalloc(size_t n) {
-  void *p = malloc(n);
-  if (p == NULL) {
-    fprintf(stderr, "json: malloc(%zu) failed\n", n);
-    exit(1);
-  }
+  void *p = bench_xmalloc(n);
   g_mallocs++;
   return p;
 }
 
 static void *xrealloc(void *p, size_t n) {
-  void *q = realloc(p, n);
-  if (q == NULL) {
-    fprintf(stderr, "json: realloc(%zu) failed\n", n);
-    exit(1);
-  }
+  void *q = bench_xrealloc(p, n);
   g_reallocs++;
   return q;
 }
@@ -248,9 +240,8 @@ static void serialize(buf_t *b, const jnode *n) {
 }
 
 int main(int argc, char **argv) {
-  if (bench_wants_help(argc, argv, usage)) return 0;
   long long a[] = {8000, 1};
-  bench_args(argc, argv, a, 2);
+  if (bench_start(argc, argv, usage, a, 2)) return 0;
   long long docs = a[0], seed = a[1];
   if (docs < 1) return bench_bad_args(usage);
   bench_rng_seed(&g_rng, (uint64_t)seed);

@@ -221,9 +221,8 @@ static void op_del(const char *key, uint32_t klen, uint32_t h) {
 }
 
 int main(int argc, char **argv) {
-  if (bench_wants_help(argc, argv, usage)) return 0;
   long long a[] = {5000000, 100000, 1};
-  bench_args(argc, argv, a, 3);
+  if (bench_start(argc, argv, usage, a, 3)) return 0;
   long long ops = a[0], keys = a[1], seed = a[2];
   if (ops < 1 || keys < 16 || keys > (1LL << 31)) return bench_bad_args(usage);
   bench_rng_seed(&g_rng, (uint64_t)seed);
@@ -231,8 +230,7 @@ int main(int argc, char **argv) {
   while (nb < (size_t)keys)
     nb <<= 1;
   g_mask = nb - 1;
-  g_tab = calloc(nb, sizeof *g_tab);
-  if (g_tab == NULL) return 1;
+  g_tab = bench_xcalloc(nb, sizeof *g_tab);
 
   char key[32];
   uint64_t nlist = (uint64_t)(keys + 15) / 16; /* keys 0, 16, 32, ... */

@@ -59,11 +59,7 @@ static int g_done;
 
 static void *block_new(bench_rng_t *r) {
   size_t sz = (size_t)bench_rng_range(r, g_min, g_max);
-  unsigned char *p = malloc(sz);
-  if (p == NULL) {
-    fprintf(stderr, "larson: malloc(%zu) failed\n", sz);
-    exit(1);
-  }
+  unsigned char *p = bench_xmalloc(sz);
   if (sz >= sizeof(uint64_t)) {
     uint64_t t = TAG;
     memcpy(p, &t, sizeof t);
@@ -106,11 +102,7 @@ static void *worker(void *arg) {
   if (more) {
     pthread_t next;
     c->prev = pthread_self();
-    int rc = pthread_create(&next, NULL, worker, c);
-    if (rc != 0) {
-      fprintf(stderr, "larson: pthread_create failed: %s\n", strerror(rc));
-      exit(1);
-    }
+    bench_thread(&next, worker, c);
     /* From here on c belongs to the successor. */
     return NULL;
   }
@@ -148,28 +140,22 @@ int main(int argc, char **argv) {
       g_min < 1 || g_max < g_min)
     return bench_bad_args(usage);
 
-  chain_t *chains = calloc((size_t)threads, sizeof *chains);
-  pthread_t *first = calloc((size_t)threads, sizeof *first);
-  if (chains == NULL || first == NULL) return 1;
+  chain_t *chains = bench_xcalloc((size_t)threads, sizeof *chains);
+  pthread_t *first = bench_xcalloc((size_t)threads, sizeof *first);
   for (long t = 0; t < threads; t++) {
     chain_t *c = &chains[t];
     c->id = (int)t;
     c->nblocks = (size_t)nblocks;
     c->chunk = (size_t)nblocks * 10;
     bench_rng_seed(&c->rng, 42 + (uint64_t)t);
-    c->blocks = malloc((size_t)nblocks * sizeof(void *));
-    if (c->blocks == NULL) return 1;
+    c->blocks = bench_xmalloc((size_t)nblocks * sizeof(void *));
     for (long i = 0; i < nblocks; i++)
       c->blocks[i] = block_new(&c->rng);
   }
 
   pthread_barrier_init(&g_start, NULL, (unsigned)threads + 1);
   for (long t = 0; t < threads; t++) {
-    int rc = pthread_create(&first[t], NULL, worker, &chains[t]);
-    if (rc != 0) {
-      fprintf(stderr, "larson: pthread_create failed: %s\n", strerror(rc));
-      return 1;
-    }
+    bench_thread(&first[t], worker, &chains[t]);
   }
   /* Set before the barrier, which publishes it to the workers. */
   if (g_time_mode) g_deadline = bench_now() + seconds;

@@ -144,9 +144,8 @@ static long max_of(const long *v, int from, int to) {
 }
 
 int main(int argc, char **argv) {
-  if (bench_wants_help(argc, argv, usage)) return 0;
   long long a[] = {60, 4};
-  bench_args(argc, argv, a, 2);
+  if (bench_start(argc, argv, usage, a, 2)) return 0;
   long long phases = a[0], threads = a[1];
   g_ops = bench_arg(argc, argv, 3, 20000);
   g_ws = bench_arg(argc, argv, 4, 4000);
@@ -155,19 +154,17 @@ int main(int argc, char **argv) {
       idle_ms < 0)
     return bench_bad_args(usage);
   g_threads = (int)threads;
-  g_workers = calloc((size_t)threads, sizeof *g_workers);
-  long *rss = calloc((size_t)phases, sizeof *rss);
-  if (g_workers == NULL || rss == NULL) return 1;
+  g_workers = bench_xcalloc((size_t)threads, sizeof *g_workers);
+  long *rss = bench_xcalloc((size_t)phases, sizeof *rss);
   pthread_barrier_init(&g_start, NULL, (unsigned)threads + 1);
   pthread_barrier_init(&g_done, NULL, (unsigned)threads + 1);
   for (int t = 0; t < g_threads; t++) {
     worker_t *w = &g_workers[t];
     w->id = t;
-    w->slots = calloc((size_t)g_ws, sizeof(void *));
-    if (w->slots == NULL) return 1;
+    w->slots = bench_xcalloc((size_t)g_ws, sizeof(void *));
     pthread_mutex_init(&w->box.lock, NULL);
     bench_rng_seed(&w->rng, 7000 + (uint64_t)t);
-    pthread_create(&w->th, NULL, worker, w);
+    bench_thread(&w->th, worker, w);
   }
 
   double t0 = bench_now();
@@ -175,8 +172,8 @@ int main(int argc, char **argv) {
     g_phase = p;
     pthread_barrier_wait(&g_start);
     pthread_t th;
-    if (pthread_create(&th, NULL, short_lived, (void *)(uintptr_t)(p + 1)) == 0)
-      pthread_join(th, NULL);
+    bench_thread(&th, short_lived, (void *)(uintptr_t)(p + 1));
+    pthread_join(th, NULL);
     pthread_barrier_wait(&g_done);
     struct timespec ts = {0, (long)idle_ms * 1000000L};
     nanosleep(&ts, NULL);

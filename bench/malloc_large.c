@@ -4,10 +4,7 @@
  * Slots start empty, so the first iterations fill them.
  *
  * Result: secs = wall time of the ITERS iterations (lower is better). */
-#include "bench.h"
-
-#define MIN_SIZE (5u << 20)
-#define MAX_SIZE (25u << 20)
+#include "slots.h"
 
 static const char usage[] =
     "usage: malloc_large [ITERS] [LIVE]\n"
@@ -20,39 +17,8 @@ static const char usage[] =
     "better). Remaining blocks are freed after timing.\n";
 
 int main(int argc, char **argv) {
-  if (bench_wants_help(argc, argv, usage)) return 0;
-  long long a[] = {2000, 20};
-  bench_args(argc, argv, a, 2);
-  long long iters = a[0], live = a[1];
-  if (iters < 0 || live < 1) return bench_bad_args(usage);
-  bench_rng_t rng;
-  bench_rng_seed(&rng, 1);
-  void **slots = calloc((size_t)live, sizeof(void *));
-  if (slots == NULL) {
-    fprintf(stderr, "malloc_large: out of memory\n");
-    return 1;
-  }
-
-  double t0 = bench_now();
-  for (long long i = 0; i < iters; i++) {
-    uint64_t r = bench_rng_next(&rng);
-    uint64_t s = (r >> 32) % (uint64_t)live;
-    size_t n =
-        MIN_SIZE + (size_t)((r & 0xffffffffu) % (MAX_SIZE - MIN_SIZE + 1));
-    free(slots[s]);
-    slots[s] = malloc(n);
-    if (slots[s] == NULL) {
-      fprintf(stderr, "malloc_large: malloc(%zu) failed\n", n);
-      return 1;
-    }
-    bench_touch(slots[s], n);
-  }
-  double secs = bench_now() - t0;
-
-  for (long long i = 0; i < live; i++)
-    free(slots[i]);
-  free(slots);
-  bench_result("malloc_large", "iters=%lld live=%lld secs=%.4f", iters, live,
-               secs);
-  return 0;
+  /* name, slots key, ITERS and slots by default, sizes, fill, fixed work */
+  static const bench_slots_spec_t spec = {
+      "malloc_large", "live", 2000, 20, 5u << 20, 25u << 20, false, true};
+  return bench_slots_main(argc, argv, usage, &spec);
 }

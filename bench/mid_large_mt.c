@@ -4,7 +4,7 @@
  *
  * Result: ops/s = all iterations of all threads / wall time of the
  * measured loop (one iteration = one free + one malloc + touch). */
-#include "bench.h"
+#include "slots.h"
 
 #include <pthread.h>
 
@@ -36,40 +36,22 @@ static struct {
 
 static void *worker(void *arg) {
   worker_t *self = arg;
-  const uint64_t ws = (uint64_t)g.ws;
-  bench_rng_t rng;
-  bench_rng_seed(&rng, 0x6d6c6dull * 1000 + (uint64_t)self->id + 1);
-  void **slots = bench_xmalloc(sizeof(void *) * ws);
-
-  /* Warm-up (untimed): fill the working set. */
-  for (uint64_t i = 0; i < ws; i++) {
-    size_t n = (size_t)bench_rng_range(&rng, MIN_SIZE, MAX_SIZE);
-    slots[i] = bench_xmalloc(n);
-    bench_touch(slots[i], n);
-  }
+  bench_slots_t slots;
+  bench_slots_init(&slots, (uint64_t)g.ws, MIN_SIZE, MAX_SIZE,
+                   0x6d6c6dull * 1000 + (uint64_t)self->id + 1);
+  bench_slots_fill(&slots); /* warm-up, untimed */
 
   pthread_barrier_wait(&g.start);
-  for (long long i = 0; i < g.iters; i++) {
-    uint64_t r = bench_rng_next(&rng);
-    uint64_t s = (r >> 32) % ws;
-    size_t n =
-        MIN_SIZE + (size_t)((r & 0xffffffffu) % (MAX_SIZE - MIN_SIZE + 1));
-    free(slots[s]);
-    slots[s] = bench_xmalloc(n);
-    bench_touch(slots[s], n);
-  }
+  bench_slots_replace(&slots, g.iters);
   pthread_barrier_wait(&g.stop);
 
-  for (uint64_t i = 0; i < ws; i++)
-    free(slots[i]);
-  free(slots);
+  bench_slots_free(&slots);
   return NULL;
 }
 
 int main(int argc, char **argv) {
-  if (bench_wants_help(argc, argv, usage)) return 0;
   long long a[] = {4, 4000000, 256};
-  bench_args(argc, argv, a, 3);
+  if (bench_start(argc, argv, usage, a, 3)) return 0;
   long long threads = a[0], iters = a[1], ws = a[2];
   if (threads < 1 || threads > 4096 || iters < 0 || ws < 1)
     return bench_bad_args(usage);
@@ -77,20 +59,12 @@ int main(int argc, char **argv) {
   g.iters = iters;
   g.ws = ws;
 
-  worker_t *w = calloc((size_t)threads, sizeof(worker_t));
-  if (w == NULL) {
-    fprintf(stderr, "mid_large_mt: out of memory\n");
-    return 1;
-  }
+  worker_t *w = bench_xcalloc((size_t)threads, sizeof(worker_t));
   pthread_barrier_init(&g.start, NULL, (unsigned)threads + 1);
   pthread_barrier_init(&g.stop, NULL, (unsigned)threads + 1);
   for (int i = 0; i < g.threads; i++) {
     w[i].id = i;
-    int rc = pthread_create(&w[i].tid, NULL, worker, &w[i]);
-    if (rc != 0) {
-      fprintf(stderr, "mid_large_mt: pthread_create: %s\n", strerror(rc));
-      return 1;
-    }
+    bench_thread(&w[i].tid, worker, &w[i]);
   }
   pthread_barrier_wait(&g.start);
   double t0 = bench_now();

@@ -117,11 +117,7 @@ static uint64_t compile_function(bench_rng_t *rng) {
     if (bench_rng_next(rng) & 1) continue;
     size_t grow = bsize[b] / 4 + (size_t)(bench_rng_next(rng) % (bsize[b] / 4));
     size_t nsize = bsize[b] + grow;
-    unsigned char *p = realloc(buf[b], nsize);
-    if (p == NULL) {
-      fprintf(stderr, "mir: realloc(%zu) failed\n", nsize);
-      exit(1);
-    }
+    unsigned char *p = bench_xrealloc(buf[b], nsize);
     bench_touch(p + bsize[b], grow);
     buf[b] = p;
     bsize[b] = nsize;

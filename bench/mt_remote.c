@@ -158,11 +158,6 @@ static inline uint64_t ring_drain(ring_t *r) {
   return n;
 }
 
-static void *oom(size_t n) {
-  fprintf(stderr, "mt_remote: malloc(%zu) failed\n", n);
-  exit(1);
-}
-
 /* Backpressure, taken when the next thread is at least g.soft hand-offs
  * behind. Nap (so the CPU goes to threads that can make progress) until
  * it catches up, emptying our own receive ring meanwhile so that a chain
@@ -216,8 +211,7 @@ static void *worker(void *arg) {
   for (uint64_t i = 0; i < ws; i++) {
     if (bench_rng_next(&rng) & 1) {
       size_t n = (size_t)bench_rng_range(&rng, lo, hi);
-      char *p = malloc(n);
-      if (p == NULL) oom(n);
+      char *p = bench_xmalloc(n);
       p[0] = 1;
       p[n - 1] = 1;
       slots[i] = p;
@@ -233,8 +227,7 @@ static void *worker(void *arg) {
     char *p = slots[s];
     if (p == NULL) {
       size_t n = (size_t)bench_rng_range(&rng, lo, hi);
-      p = malloc(n);
-      if (p == NULL) oom(n);
+      p = bench_xmalloc(n);
       p[0] = (char)i;
       p[n - 1] = (char)i;
       slots[s] = p;
@@ -289,9 +282,8 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  if (bench_wants_help(argc, argv, usage)) return 0;
   long long a[] = {4, 4000000, 400, 16, 2048, 50, 65536};
-  bench_args(argc, argv, a, 7);
+  if (bench_start(argc, argv, usage, a, 7)) return 0;
   long long threads = a[0], iters = a[1], ws = a[2], min = a[3], max = a[4],
             rpct = a[5], ring = a[6];
   if (threads < 1 || threads > 4096 || iters < 0 || ws < 1 || min < 1 ||
@@ -309,17 +301,15 @@ int main(int argc, char **argv) {
 
   /* Cache-line aligned worker array carved out of a malloc'd block. */
   size_t wbytes = sizeof(worker_t) * (size_t)threads + CACHE_LINE;
-  void *wraw = malloc(wbytes);
-  if (wraw == NULL) oom(wbytes);
+  void *wraw = bench_xmalloc(wbytes);
   memset(wraw, 0, wbytes);
   g.w = (worker_t *)(((uintptr_t)wraw + CACHE_LINE - 1) &
                      ~(uintptr_t)(CACHE_LINE - 1));
   for (int i = 0; i < g.threads; i++) {
     worker_t *w = &g.w[i];
     w->id = i;
-    w->slots = calloc((size_t)ws, sizeof(void *));
-    w->ring.buf = calloc((size_t)ring, sizeof(void *));
-    if (w->slots == NULL || w->ring.buf == NULL) oom((size_t)ring * 8);
+    w->slots = bench_xcalloc((size_t)ws, sizeof(void *));
+    w->ring.buf = bench_xcalloc((size_t)ring, sizeof(void *));
     w->ring.cap = g.ring;
     w->ring.mask = (g.ring & (g.ring - 1)) == 0 ? g.ring - 1 : 0;
     atomic_init(&w->ring.head, 0);
@@ -338,14 +328,9 @@ int main(int argc, char **argv) {
   pthread_barrier_init(&g.start, NULL, (unsigned)threads + 1);
   pthread_barrier_init(&g.stop, NULL, (unsigned)threads + 1);
   atomic_init(&g.done, 0);
-  pthread_t *tids = malloc(sizeof(pthread_t) * (size_t)threads);
-  if (tids == NULL) oom(sizeof(pthread_t) * (size_t)threads);
+  pthread_t *tids = bench_xmalloc(sizeof(pthread_t) * (size_t)threads);
   for (int i = 0; i < g.threads; i++) {
-    int rc = pthread_create(&tids[i], NULL, worker, &g.w[i]);
-    if (rc != 0) {
-      fprintf(stderr, "mt_remote: pthread_create: %s\n", strerror(rc));
-      return 1;
-    }
+    bench_thread(&tids[i], worker, &g.w[i]);
   }
 
   pthread_barrier_wait(&g.start);

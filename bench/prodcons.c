@@ -63,11 +63,7 @@ static void *producer(void *arg) {
   pthread_barrier_wait(&g.start);
   for (uint64_t k = 0; k < g.items_per_producer; k++) {
     size_t size = (size_t)bench_rng_range(&rng, g.min, g.max);
-    unsigned char *p = malloc(size);
-    if (p == NULL) {
-      fprintf(stderr, "prodcons: malloc(%zu) failed\n", size);
-      exit(1);
-    }
+    unsigned char *p = bench_xmalloc(size);
     p[0] = (unsigned char)size;
     p[size - 1] = (unsigned char)k;
     ring_t *r = ring_of(id, (int)((id + k) % (uint64_t)g.consumers));
@@ -103,8 +99,8 @@ static void *consumer(void *arg) {
   uint64_t freed = 0, sum = 0;
   pthread_barrier_wait(&g.start);
   for (;;) {
-    bool done = atomic_load_explicit(&g.producers_left,
-                                     memory_order_acquire) == 0;
+    bool done =
+        atomic_load_explicit(&g.producers_left, memory_order_acquire) == 0;
     uint64_t got = 0;
     for (int p = 0; p < g.producers; p++)
       got += drain(ring_of(p, id), &sum);
@@ -129,25 +125,21 @@ int main(int argc, char **argv) {
     fputs(usage, stderr);
     return 2;
   }
-  g.items_per_producer = (items + (uint64_t)g.producers - 1) /
-                         (uint64_t)g.producers;
+  g.items_per_producer =
+      (items + (uint64_t)g.producers - 1) / (uint64_t)g.producers;
   g.rings = aligned_alloc(CACHE_LINE, sizeof(ring_t) * (size_t)g.producers *
                                           (size_t)g.consumers);
   if (g.rings == NULL) return 1;
-  memset(g.rings, 0, sizeof(ring_t) * (size_t)g.producers * (size_t)g.consumers);
+  memset(g.rings, 0,
+         sizeof(ring_t) * (size_t)g.producers * (size_t)g.consumers);
   atomic_store(&g.producers_left, g.producers);
   int threads = g.producers + g.consumers;
   pthread_barrier_init(&g.start, NULL, (unsigned)threads + 1);
-  pthread_t *th = calloc((size_t)threads, sizeof *th);
-  if (th == NULL) return 1;
+  pthread_t *th = bench_xcalloc((size_t)threads, sizeof *th);
   for (int i = 0; i < threads; i++) {
     bool is_producer = i < g.producers;
     intptr_t id = is_producer ? i : i - g.producers;
-    if (pthread_create(&th[i], NULL, is_producer ? producer : consumer,
-                       (void *)id) != 0) {
-      fprintf(stderr, "prodcons: pthread_create failed\n");
-      return 1;
-    }
+    bench_thread(&th[i], is_producer ? producer : consumer, (void *)id);
   }
   pthread_barrier_wait(&g.start);
   double t0 = bench_now();

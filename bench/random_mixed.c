@@ -61,9 +61,8 @@ static inline size_t sizer_next(const sizer_t *z, bench_rng_t *rng) {
 }
 
 int main(int argc, char **argv) {
-  if (bench_wants_help(argc, argv, usage)) return 0;
   long long a[] = {50000000, 1000, 16, 65536, 1};
-  bench_args(argc, argv, a, 5);
+  if (bench_start(argc, argv, usage, a, 5)) return 0;
   long long iters = a[0], ws = a[1], min = a[2], max = a[3], seed = a[4];
   const char *dname = argc > 6 ? argv[6] : "app";
   int dist;
@@ -82,11 +81,7 @@ int main(int argc, char **argv) {
   bench_rng_t rng;
   bench_rng_seed(&rng, (uint64_t)seed);
 
-  char **slots = calloc((size_t)ws, sizeof(char *));
-  if (slots == NULL) {
-    fprintf(stderr, "random_mixed: out of memory\n");
-    return 1;
-  }
+  char **slots = bench_xcalloc((size_t)ws, sizeof(char *));
   /* Warm-up (untimed): fill every slot, then one pass of replacements so
    * the allocator has seen frees of every size class. */
   for (long long i = 0; i < ws; i++) {

@@ -80,11 +80,7 @@ static void *worker(void *arg) {
     size_t s = next_size(&r);
     if (s > g_per_thread - total) s = g_per_thread - total;
     if (s < 16) s = 16;
-    void *p = malloc(s);
-    if (p == NULL) {
-      fprintf(stderr, "rss_plateau: malloc(%zu) failed\n", s);
-      exit(1);
-    }
+    void *p = bench_xmalloc(s);
     bench_touch(p, s);
     w->blocks[i] = p;
     total += s;
@@ -104,9 +100,8 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  if (bench_wants_help(argc, argv, usage)) return 0;
   long long a[] = {4, 1024, 2000, 0};
-  bench_args(argc, argv, a, 4);
+  if (bench_start(argc, argv, usage, a, 4)) return 0;
   long threads = (long)a[0];
   long long total_mb = a[1], idle_ms = a[2], trim = a[3];
   if (threads < 1 || threads > 1024 || total_mb < 1 || idle_ms < 0)
@@ -115,27 +110,21 @@ int main(int argc, char **argv) {
   g_per_thread = (size_t)(total_mb << 20) / (size_t)threads;
 
   /* Bookkeeping first, so it is part of the baseline. */
-  g_w = calloc((size_t)threads, sizeof *g_w);
-  if (g_w == NULL) return 1;
+  g_w = bench_xcalloc((size_t)threads, sizeof *g_w);
   size_t nblocks = 0;
   for (long t = 0; t < threads; t++) {
     worker_t *w = &g_w[t];
     w->id = (int)t;
     w->seed = 1000 + (uint64_t)t;
     w->n = count_blocks(w->seed);
-    w->blocks = malloc(w->n * sizeof(void *));
-    if (w->blocks == NULL) return 1;
+    w->blocks = bench_xmalloc(w->n * sizeof(void *));
     memset(w->blocks, 0, w->n * sizeof(void *));
     nblocks += w->n;
   }
 
   pthread_barrier_init(&g_bar, NULL, (unsigned)threads + 1);
   for (long t = 0; t < threads; t++) {
-    int rc = pthread_create(&g_w[t].th, NULL, worker, &g_w[t]);
-    if (rc != 0) {
-      fprintf(stderr, "rss_plateau: pthread_create: %s\n", strerror(rc));
-      return 1;
-    }
+    bench_thread(&g_w[t].th, worker, &g_w[t]);
   }
   long rss_before = bench_rss_kb();
 

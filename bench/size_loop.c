@@ -26,9 +26,8 @@ static const char usage[] =
 #define KEEP_MAX 4096
 
 int main(int argc, char **argv) {
-  if (bench_wants_help(argc, argv, usage)) return 0;
   long long a[] = {50000000, 16, 8192, 8};
-  bench_args(argc, argv, a, 4);
+  if (bench_start(argc, argv, usage, a, 4)) return 0;
   long long iters = a[0], min = a[1], max = a[2], keep = a[3];
   if (iters < 0 || min < 1 || max < min || keep < 1 || keep > KEEP_MAX)
     return bench_bad_args(usage);
@@ -47,11 +46,7 @@ int main(int argc, char **argv) {
     size_t n = sizes[i & (TABLE - 1)];
     char **slot = &ring[i % keep];
     free(*slot);
-    char *p = malloc(n);
-    if (p == NULL) {
-      fprintf(stderr, "size_loop: malloc(%zu) failed\n", n);
-      return 1;
-    }
+    char *p = bench_xmalloc(n);
     p[0] = 1;
     p[n - 1] = 2;
     *slot = p;

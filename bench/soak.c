@@ -156,14 +156,14 @@ static void run_round(bool server, double seconds) {
   if (server) {
     for (int i = 0; i < WORKERS; i++) {
       workers[i].id = i;
-      pthread_create(&t[n++], NULL, server_worker, &workers[i]);
+      bench_thread(&t[n++], server_worker, &workers[i]);
     }
   } else {
     for (int i = 0; i < 2; i++) {
       rings[i].head = rings[i].tail = 0;
       rings[i].done = false;
-      pthread_create(&t[n++], NULL, producer, &rings[i]);
-      pthread_create(&t[n++], NULL, consumer, &rings[i]);
+      bench_thread(&t[n++], producer, &rings[i]);
+      bench_thread(&t[n++], consumer, &rings[i]);
     }
   }
   usleep((useconds_t)(seconds * 1e6));
@@ -199,7 +199,7 @@ int main(int argc, char **argv) {
   sample_every = (double)bench_arg(argc, argv, 3, 10);
   double start = bench_now();
   pthread_t s;
-  pthread_create(&s, NULL, sampler, &start);
+  bench_thread(&s, sampler, &start);
   if (minutes == 0) run_round(true, 0.01); /* threads once: the baseline */
   while (bench_now() - start < minutes * 60) {
     double left = minutes * 60 - (bench_now() - start);

@@ -26,15 +26,9 @@ static const char *usage =
 
 #define POOL 1024
 
-static void oom(size_t n) {
-  fprintf(stderr, "string_builder: allocation of %zu bytes failed\n", n);
-  exit(1);
-}
-
 int main(int argc, char **argv) {
-  if (bench_wants_help(argc, argv, usage)) return 0;
   long long a[] = {9000000, 1};
-  bench_args(argc, argv, a, 2);
+  if (bench_start(argc, argv, usage, a, 2)) return 0;
   long long iters = a[0], seed = a[1];
   if (iters < 1) return bench_bad_args(usage);
   bench_rng_t rng;
@@ -55,17 +49,15 @@ int main(int argc, char **argv) {
   for (long long it = 0; it < iters; it++) {
     size_t target = (size_t)bench_rng_range(&rng, 8, 64);
     size_t len = (size_t)bench_rng_range(&rng, 1, 6);
-    char *s = malloc(len + 1);
+    char *s = bench_xmalloc(len + 1);
     mallocs++;
-    if (s == NULL) oom(len + 1);
     for (size_t i = 0; i < len; i++)
       s[i] = alphabet[((size_t)it + i) % 39];
     while (len < target) {
       size_t add = (size_t)bench_rng_range(&rng, 1, 6);
       if (len + add > target) add = target - len;
-      char *t = realloc(s, len + add + 1);
+      char *t = bench_xrealloc(s, len + add + 1);
       reallocs++;
-      if (t == NULL) oom(len + add + 1);
       s = t;
       for (size_t i = 0; i < add; i++)
         s[len + i] = alphabet[(len + i) % 39];
@@ -75,9 +67,8 @@ int main(int argc, char **argv) {
 
     /* Copy into the pool. */
     size_t slot = (size_t)(bench_rng_next(&rng) % POOL);
-    char *copy = malloc(len + 1);
+    char *copy = bench_xmalloc(len + 1);
     mallocs++;
-    if (copy == NULL) oom(len + 1);
     memcpy(copy, s, len + 1);
     if (pool[slot] != NULL) {
       free(pool[slot]);
@@ -92,9 +83,8 @@ int main(int argc, char **argv) {
     size_t other = (size_t)(bench_rng_next(&rng) % POOL);
     if (pool[other] != NULL) {
       size_t l2 = plen[other];
-      char *cat = malloc(len + l2 + 1);
+      char *cat = bench_xmalloc(len + l2 + 1);
       mallocs++;
-      if (cat == NULL) oom(len + l2 + 1);
       memcpy(cat, copy, len);
       memcpy(cat + len, pool[other], l2 + 1);
       check += (unsigned char)cat[(len + l2) / 2] + len + l2;

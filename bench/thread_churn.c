@@ -48,11 +48,7 @@ static void *worker(void *arg) {
       sz[i] = (size_t)bench_rng_range(&r, 257, 4096);
     else
       sz[i] = (size_t)bench_rng_range(&r, 4097, 65536);
-    b[i] = malloc(sz[i]);
-    if (b[i] == NULL) {
-      fprintf(stderr, "thread_churn: malloc(%zu) failed\n", sz[i]);
-      exit(1);
-    }
+    b[i] = bench_xmalloc(sz[i]);
     bench_touch(b[i], sz[i]);
     ((unsigned char *)b[i])[0] = (unsigned char)i;
   }
@@ -78,13 +74,11 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  if (bench_wants_help(argc, argv, usage)) return 0;
   long long a[] = {20000, 4};
-  bench_args(argc, argv, a, 2);
+  if (bench_start(argc, argv, usage, a, 2)) return 0;
   long long total = a[0], conc = a[1];
   if (total < 1 || conc < 1 || conc > 4096) return bench_bad_args(usage);
-  pthread_t *ring = calloc((size_t)conc, sizeof *ring);
-  if (ring == NULL) return 1;
+  pthread_t *ring = bench_xcalloc((size_t)conc, sizeof *ring);
   long long mark = total < 1000 ? total : 1000;
   long rss_start = -1;
 
@@ -96,12 +90,7 @@ int main(int argc, char **argv) {
       pthread_join(ring[s], NULL);
       if (++joined == mark) rss_start = bench_rss_kb();
     }
-    int rc = pthread_create(&ring[s], NULL, worker, (void *)(uintptr_t)i);
-    if (rc != 0) {
-      fprintf(stderr, "thread_churn: pthread_create failed at %lld: %s\n", i,
-              strerror(rc));
-      return 1;
-    }
+    bench_thread(&ring[s], worker, (void *)(uintptr_t)i);
   }
   for (long long i = total - (total < conc ? total : conc); i < total; i++) {
     pthread_join(ring[(size_t)(i % conc)], NULL);

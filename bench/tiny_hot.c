@@ -16,18 +16,12 @@ static const char usage[] =
 
 #define SIZE_TABLE 4096 /* power of two */
 
-static void oom(size_t n) {
-  fprintf(stderr, "tiny_hot: malloc(%zu) failed\n", n);
-  exit(1);
-}
-
 /* One burst starting at size-table position pos; returns the next pos. */
 static inline unsigned burst(char **stack, long long depth,
                              const unsigned char *sizes, unsigned pos) {
   for (long long d = 0; d < depth; d++) {
     size_t n = sizes[pos++ & (SIZE_TABLE - 1)];
-    char *p = malloc(n);
-    if (p == NULL) oom(n);
+    char *p = bench_xmalloc(n);
     p[0] = (char)d;
     stack[d] = p;
   }
@@ -37,9 +31,8 @@ static inline unsigned burst(char **stack, long long depth,
 }
 
 int main(int argc, char **argv) {
-  if (bench_wants_help(argc, argv, usage)) return 0;
   long long a[] = {250000000, 16};
-  bench_args(argc, argv, a, 2);
+  if (bench_start(argc, argv, usage, a, 2)) return 0;
   long long iters = a[0], depth = a[1];
   if (iters < 0 || depth < 1 || depth > (1LL << 24))
     return bench_bad_args(usage);
@@ -50,8 +43,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < SIZE_TABLE; i++)
     sizes[i] = (unsigned char)bench_rng_range(&rng, 8, 64);
 
-  char **stack = malloc(sizeof(char *) * (size_t)depth);
-  if (stack == NULL) oom(sizeof(char *) * (size_t)depth);
+  char **stack = bench_xmalloc(sizeof(char *) * (size_t)depth);
 
   /* Warm-up (untimed): about 1% of the work, at least a few bursts. */
   long long bursts = iters / depth;

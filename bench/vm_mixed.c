@@ -5,10 +5,7 @@
  *
  * Result: ops/s = iterations / wall time of the measured loop (one
  * iteration = one free + one malloc + touch). */
-#include "bench.h"
-
-#define MIN_SIZE (512u << 10)
-#define MAX_SIZE (2u << 20)
+#include "slots.h"
 
 static const char usage[] =
     "usage: vm_mixed [ITERS] [WS]\n"
@@ -20,40 +17,8 @@ static const char usage[] =
     "Metric: ops/s (throughput) = ITERS / wall time.\n";
 
 int main(int argc, char **argv) {
-  if (bench_wants_help(argc, argv, usage)) return 0;
-  long long a[] = {100000, 32};
-  bench_args(argc, argv, a, 2);
-  long long iters = a[0], ws = a[1];
-  if (iters < 0 || ws < 1) return bench_bad_args(usage);
-  bench_rng_t rng;
-  bench_rng_seed(&rng, 1);
-  void **slots = calloc((size_t)ws, sizeof(void *));
-  if (slots == NULL) {
-    fprintf(stderr, "vm_mixed: out of memory\n");
-    return 1;
-  }
-  for (long long i = 0; i < ws; i++) {
-    size_t n = (size_t)bench_rng_range(&rng, MIN_SIZE, MAX_SIZE);
-    slots[i] = bench_xmalloc(n);
-    bench_touch(slots[i], n);
-  }
-
-  double t0 = bench_now();
-  for (long long i = 0; i < iters; i++) {
-    uint64_t r = bench_rng_next(&rng);
-    uint64_t s = (r >> 32) % (uint64_t)ws;
-    size_t n =
-        MIN_SIZE + (size_t)((r & 0xffffffffu) % (MAX_SIZE - MIN_SIZE + 1));
-    free(slots[s]);
-    slots[s] = bench_xmalloc(n);
-    bench_touch(slots[s], n);
-  }
-  double secs = bench_now() - t0;
-
-  for (long long i = 0; i < ws; i++)
-    free(slots[i]);
-  free(slots);
-  double ops = secs > 0 ? (double)iters / secs : 0.0;
-  bench_result("vm_mixed", "iters=%lld ws=%lld ops/s=%.0f", iters, ws, ops);
-  return 0;
+  /* name, slots key, ITERS and slots by default, sizes, fill, fixed work */
+  static const bench_slots_spec_t spec = {"vm_mixed", "ws",     100000, 32,
+                                          512u << 10, 2u << 20, true,   false};
+  return bench_slots_main(argc, argv, usage, &spec);
 }

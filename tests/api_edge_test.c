@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -813,43 +814,59 @@ static unsigned char *filled_block(const api_t *a, size_t n, unsigned fill) {
   return p;
 }
 
-/* A resize that must fail returned q with errno err: it must be NULL with
- * ENOMEM, and the block p (n bytes of `fill`) unchanged. Returns the block
- * to go on with (q, if the call wrongly succeeded). */
-static unsigned char *expect_failed_resize(const api_t *a, const char *what,
-                                           unsigned char *p, size_t n,
-                                           unsigned fill, void *q, int err) {
-  CHECK_MSG(q == NULL && err == ENOMEM,
-            "%s%s: expected NULL/ENOMEM, got %p errno %d", a->name, what, q,
-            err);
-  if (q != NULL) return q;
-  size_t bad = verify_range(p, n, fill);
-  CHECK_MSG(bad == n, "%s%s failed but damaged byte %zu", a->name, what, bad);
-  return p;
+/* reallocarray(p, count, size) or, without array, realloc(p, count * size)
+ * (realloc's cases keep size 1 where count alone would overflow). */
+static void *resize(const api_t *a, bool array, void *p, size_t count,
+                    size_t size) {
+  if (array) return a->reallocarray_fn(p, opaque(count), opaque(size));
+  return a->realloc_fn(p, opaque(count * size));
+}
+
+/* Resizes that must fail, on one block: a block of n bytes of `fill` goes
+ * through every call in bad, each of which must return NULL with ENOMEM
+ * and leave the block as it was. The block must then still grow to 2n
+ * bytes with its content; the grown block is returned (NULL, with the
+ * block freed, if that failed). */
+static unsigned char *grown_after_failures(const api_t *a, bool array, size_t n,
+                                           const size_t (*bad)[2], size_t nbad,
+                                           unsigned fill) {
+  const char *call = array ? "reallocarray" : "realloc";
+  unsigned char *p = filled_block(a, n, fill);
+  if (p == NULL) return NULL;
+  for (size_t j = 0; j < nbad; j++) {
+    errno = 0;
+    unsigned char *q = resize(a, array, p, bad[j][0], bad[j][1]);
+    int err = errno;
+    CHECK_MSG(q == NULL && err == ENOMEM,
+              "%s%s(%zu-byte block, %zu, %zu): expected NULL/ENOMEM, got %p "
+              "errno %d",
+              a->name, call, n, bad[j][0], bad[j][1], (void *)q, err);
+    if (q != NULL) {
+      p = q;
+      continue;
+    }
+    size_t damaged = verify_range(p, n, fill);
+    CHECK_MSG(damaged == n,
+              "%s%s(%zu-byte block, %zu, %zu) failed but damaged byte %zu",
+              a->name, call, n, bad[j][0], bad[j][1], damaged);
+  }
+  unsigned char *q = resize(a, array, p, n, 2);
+  CHECK_MSG(q && verify_range(q, n, fill) == n,
+            "%s%s after failed calls: %zu -> %zu lost content", a->name, call,
+            n, 2 * n);
+  if (q == NULL) a->free_fn(p);
+  return q;
 }
 
 static void test_realloc_failure(const api_t *a) {
   static const size_t sizes[] = {100, 5000, 300 * KiB, MiB};
-  static const size_t huge[] = {SIZE_MAX, SIZE_MAX - 15,
-                                (size_t)PTRDIFF_MAX + 1, (size_t)1 << 62};
-  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-    size_t n = sizes[i];
-    unsigned char *p = filled_block(a, n, 0x11);
-    if (p == NULL) continue;
-    for (size_t j = 0; j < sizeof huge / sizeof huge[0]; j++) {
-      char what[96];
-      snprintf(what, sizeof what, "realloc(%zu-byte block, %zu)", n, huge[j]);
-      errno = 0;
-      void *q = a->realloc_fn(p, opaque(huge[j]));
-      p = expect_failed_resize(a, what, p, n, 0x11, q, errno);
-    }
-    /* The old block must still be a live, growable block. */
-    unsigned char *q = a->realloc_fn(p, opaque(2 * n));
-    CHECK_MSG(q && verify_range(q, n, 0x11) == n,
-              "%srealloc after failed realloc: %zu -> %zu lost content",
-              a->name, n, 2 * n);
-    a->free_fn(q ? q : p);
-  }
+  static const size_t huge[][2] = {{SIZE_MAX, 1},
+                                   {SIZE_MAX - 15, 1},
+                                   {(size_t)PTRDIFF_MAX + 1, 1},
+                                   {(size_t)1 << 62, 1}};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+    a->free_fn(grown_after_failures(a, false, sizes[i], huge,
+                                    sizeof huge / sizeof huge[0], 0x11));
 }
 
 /* glibc: realloc(p, 0) frees p and returns NULL; realloc(NULL, 0) is
@@ -884,24 +901,9 @@ static void test_reallocarray(const api_t *a) {
                                   {3, SIZE_MAX / 3 + 1}};
   static const size_t sizes[] = {64, 4000, 400 * KiB};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-    size_t n = sizes[i];
-    unsigned char *p = filled_block(a, n, 0x22);
-    if (p == NULL) continue;
-    for (size_t j = 0; j < sizeof bad / sizeof bad[0]; j++) {
-      char what[96];
-      snprintf(what, sizeof what, "reallocarray(%zu-byte block, %zu, %zu)", n,
-               bad[j][0], bad[j][1]);
-      errno = 0;
-      void *q = a->reallocarray_fn(p, opaque(bad[j][0]), opaque(bad[j][1]));
-      p = expect_failed_resize(a, what, p, n, 0x22, q, errno);
-    }
-    unsigned char *q = a->reallocarray_fn(p, opaque(n / 4), opaque(12));
-    CHECK_MSG(q && verify_range(q, n, 0x22) == n,
-              "%sreallocarray(p, %zu, 12) lost content", a->name, n / 4);
-    if (!q) {
-      a->free_fn(p);
-      continue;
-    }
+    unsigned char *q = grown_after_failures(a, true, sizes[i], bad,
+                                            sizeof bad / sizeof bad[0], 0x22);
+    if (q == NULL) continue;
     void *z = a->reallocarray_fn(q, opaque(0), opaque(5));
     CHECK_MSG(z == NULL, "%sreallocarray(p, 0, 5) returned %p, not NULL",
               a->name, z);

@@ -3,19 +3,16 @@
 # small input (--quick) under libhakozuna.so, and its output must match the
 # run without a preload (bench/apps.py checks it); one result line each.
 # Usage: apps_smoke.sh SOURCE_DIR BUILD_DIR
-set -u
+source "$(dirname "$0")/script_util.sh"
 SRC=$(realpath "$1")
 BUILD=$(realpath "$2")
 export APPS_DATA="$BUILD/apps-data"
-failures=0
 for c in sqlite python ruby lua z3 ghostscript gcc sort rocksdb git; do
   out=$(bash "$SRC/bench/apps.sh" "$BUILD/libhakozuna.so" "$c" --quick 2>&1)
   if echo "$out" | grep -Eq "^bench=apps case=$c .* secs=[0-9.]+ peak_rss_kb=[0-9]+$"; then
-    echo "ok   $(echo "$out" | tail -1)"
+    pass "$(echo "$out" | tail -1)"
   else
-    echo "FAIL $c: $out"
-    failures=$((failures + 1))
+    fail "$c: $out"
   fi
 done
-echo "apps.smoke: $failures failed"
-[ $failures -eq 0 ]
+finish apps.smoke "$passes passed"

@@ -4,11 +4,9 @@
 # ("bench=<name> key=value ... (ops/s|secs)=<number> peak_rss_kb=<n>"),
 # and must answer --help.
 # Usage: bench_smoke.sh BUILD_DIR
-set -u
+source "$(dirname "$0")/script_util.sh"
 BUILD=$(realpath "$1")
 LIB="$BUILD/libhakozuna.so"
-failures=0
-passes=0
 
 # name -> tiny arguments
 declare -A ARGS=(
@@ -36,13 +34,11 @@ declare -A ARGS=(
 for name in $(echo "${!ARGS[@]}" | tr ' ' '\n' | sort); do
   prog="$BUILD/bench/$name"
   if [ ! -x "$prog" ]; then
-    echo "FAIL $name: $prog not built"
-    failures=$((failures + 1))
+    fail "$name: $prog not built"
     continue
   fi
   if ! "$prog" --help | grep -qi "usage"; then
-    echo "FAIL $name: --help prints no usage"
-    failures=$((failures + 1))
+    fail "$name: --help prints no usage"
     continue
   fi
   # shellcheck disable=SC2086
@@ -50,17 +46,13 @@ for name in $(echo "${!ARGS[@]}" | tr ' ' '\n' | sort); do
   rc=$?
   line=$(echo "$out" | grep "^bench=$name ")
   if [ $rc -ne 0 ]; then
-    echo "FAIL $name: exit code $rc"
-    failures=$((failures + 1))
+    fail "$name: exit code $rc"
   elif [ "$(echo "$out" | grep -c '^bench=')" != 1 ] ||
        ! echo "$line" | grep -Eq ' (ops/s|secs)=[0-9.]+(e[+-]?[0-9]+)? ' ||
        ! echo "$line" | grep -Eq ' peak_rss_kb=[0-9]+$'; then
-    echo "FAIL $name: no parseable result line in: $out"
-    failures=$((failures + 1))
+    fail "$name: no parseable result line in: $out"
   else
-    echo "ok   $line"
-    passes=$((passes + 1))
+    pass "$line"
   fi
 done
-echo "bench_smoke: $passes passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish bench_smoke "$passes passed"

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "mixed_alloc.h"
 #include "test_alloc.h"
 #include "test_util.h"
 
@@ -66,8 +67,13 @@
 
 static atomic_ulong g_reports;
 
-#define report(...)                                                            \
-  test_report("churn_test", &g_reports, MAX_REPORTS, __VA_ARGS__)
+static void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void report(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  test_vreport("churn_test", &g_reports, MAX_REPORTS, fmt, ap);
+  va_end(ap);
+}
 
 /* Block layout: w[0] = size, w[i] = cookie(p, size, i); the block holds
  * the first `size` bytes of that word sequence. */
@@ -126,57 +132,13 @@ static size_t pick_size(uint64_t *rng) {
   return ((size_t)1 << shift) + (size_t)(r % ((size_t)1 << shift));
 }
 
-/* Allocate and fill a mixed block; NULL (reported) on failure. */
+/* Allocate and fill a mixed block; NULL (reported) on failure or a broken
+ * promise. */
 static void *alloc_block(uint64_t *rng, const char *who) {
+  static const test_mix_t mix = {16, 64, 8}; /* aligned 64 B..8 KiB */
   size_t size = pick_size(rng);
-  unsigned kind = (unsigned)(test_rng_next(rng) % 16);
-  void *p;
-  if (kind == 0) {
-    size_t align = (size_t)64 << (test_rng_next(rng) % 8); /* 64 B..8 KiB */
-    size = (size + align - 1) & ~(align - 1);
-    p = t_aligned_alloc(align, size);
-    if (p != NULL && (uintptr_t)p % align != 0)
-      report("%s: aligned_alloc(%zu, %zu) = %p misaligned", who, align, size,
-             p);
-  } else if (kind == 1) {
-    p = t_calloc(size / 8, 8);
-    size = size / 8 * 8;
-    if (p != NULL) {
-      const uint64_t *w = p;
-      for (size_t i = 0; i < size / 8; i++) {
-        if (w[i] != 0) {
-          report("%s: calloc(%zu, 8) = %p not zeroed at word %zu", who,
-                 size / 8, p, i);
-          break;
-        }
-      }
-    }
-  } else if (kind == 2) {
-    /* grow through realloc: small block first, then the final size */
-    p = t_malloc(16);
-    if (p != NULL) {
-      memcpy(p, "churn-realloc-16", 16);
-      void *q = t_realloc(p, size);
-      if (q == NULL) {
-        t_free(p);
-        p = NULL;
-      } else {
-        if (memcmp(q, "churn-realloc-16", 16) != 0)
-          report("%s: realloc(16 -> %zu) lost the contents", who, size);
-        p = q;
-      }
-    }
-  } else {
-    p = t_malloc(size);
-  }
-  if (p == NULL) {
-    report("%s: allocation of %zu bytes (kind %u) returned NULL", who, size,
-           kind);
-    return NULL;
-  }
-  if (t_usable_size(p) < size)
-    report("%s: usable_size(%p) = %zu < %zu", who, p, t_usable_size(p), size);
-  fill(p, size);
+  void *p = test_mixed_alloc(rng, &size, &mix, who, report);
+  if (p != NULL) fill(p, size);
   return p;
 }
 

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "mixed_alloc.h"
 #include "test_alloc.h"
 #include "test_util.h"
 
@@ -178,53 +179,13 @@ static size_t pick_size(uint64_t *rng) {
   return ((size_t)1 << shift) + (size_t)(r % ((size_t)1 << shift));
 }
 
-/* Allocate (malloc / calloc / aligned_alloc / realloc-grown) and fill. */
+/* Allocate (malloc / calloc / aligned_alloc / realloc-grown) and fill;
+ * NULL (reported) on failure or a broken promise. */
 static void *alloc_block(uint64_t *rng, unsigned tag, const char *who) {
+  static const test_mix_t mix = {32, 32, 12}; /* aligned 32 B..64 KiB */
   size_t size = pick_size(rng);
-  unsigned kind = (unsigned)(test_rng_next(rng) % 32);
-  void *p;
-  if (kind == 0) {
-    size_t align = (size_t)32 << (test_rng_next(rng) % 12); /* 32 B..64 KiB */
-    size = (size + align - 1) & ~(align - 1);
-    p = t_aligned_alloc(align, size);
-    if (p != NULL && (uintptr_t)p % align)
-      report("%s: aligned_alloc(%zu, %zu) = %p misaligned", who, align, size,
-             p);
-  } else if (kind == 1) {
-    p = t_calloc(1, size);
-    if (p != NULL)
-      for (size_t i = 0; i < size; i++)
-        if (((unsigned char *)p)[i] != 0) {
-          report("%s: calloc(1, %zu) = %p: byte %zu not zero", who, size, p, i);
-          break;
-        }
-  } else if (kind == 2) {
-    p = t_malloc(size / 2 + 8);
-    if (p != NULL) {
-      memset(p, 0x5a, size / 2 + 8);
-      void *q = t_realloc(p, size);
-      if (q == NULL) {
-        t_free(p);
-        p = NULL;
-      } else {
-        const unsigned char *b = q;
-        for (size_t i = 0; i < size / 2 + 8; i++)
-          if (b[i] != 0x5a) {
-            report("%s: realloc(%zu -> %zu) lost byte %zu", who, size / 2 + 8,
-                   size, i);
-            break;
-          }
-        p = q;
-      }
-    }
-  } else {
-    p = t_malloc(size);
-  }
-  if (p == NULL) {
-    report("%s: allocation of %zu bytes (kind %u) failed", who, size, kind);
-    return NULL;
-  }
-  fill(p, size, tag);
+  void *p = test_mixed_alloc(rng, &size, &mix, who, report);
+  if (p != NULL) fill(p, size, tag);
   return p;
 }
 
@@ -423,13 +384,12 @@ child_main(void **pre, int npre, unsigned tag) {
     _exit(EX_CORRUPT);
   }
   void *mine = alloc_block(&rng, tag, "child");
+  if (mine == NULL) _exit(EX_CORRUPT);
   pid_t gpid = fork();
   if (gpid == 0) {
     /* Grandchild: single thread; frees part C and a block of the child. */
-    if (mine != NULL) {
-      if (verify(mine, "grandchild") < 0) _exit(EX_CORRUPT);
-      t_free(mine);
-    }
+    if (verify(mine, "grandchild") < 0) _exit(EX_CORRUPT);
+    t_free(mine);
     grandchild_main(part_c, nc, tag + 2);
   }
   int ex = EX_OK;

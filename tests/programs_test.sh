@@ -4,12 +4,8 @@
 # library announce itself on stderr at start-up; HZ_SHOW_STATS=1 adds the
 # exit report where the program leaves stderr open).
 # Usage: programs_test.sh path/to/libhakozuna.so
-set -u
+source "$(dirname "$0")/script_util.sh"
 LIB=$(realpath "$1")
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-failures=0
-passes=0
 
 # run_case NAME CMD...: run CMD plain and preloaded, compare stdout.
 run_case() {
@@ -21,31 +17,25 @@ run_case() {
     >"$WORK/$name.hz" 2>"$WORK/$name.hz.err"
   local hz_rc=$?
   if [ "$plain_rc" != "$hz_rc" ]; then
-    echo "FAIL $name: exit code $hz_rc under hakozuna, $plain_rc without"
+    fail "$name: exit code $hz_rc under hakozuna, $plain_rc without"
     head -5 "$WORK/$name.hz.err"
-    failures=$((failures + 1))
   elif ! cmp -s "$WORK/$name.plain" "$WORK/$name.hz"; then
-    echo "FAIL $name: output differs under hakozuna"
+    fail "$name: output differs under hakozuna"
     diff "$WORK/$name.plain" "$WORK/$name.hz" | head -10
-    failures=$((failures + 1))
   elif ! grep -q "^hakozuna: option" "$WORK/$name.hz.err"; then
-    echo "FAIL $name: hakozuna was not loaded (no start-up line on stderr)"
-    failures=$((failures + 1))
+    fail "$name: hakozuna was not loaded (no start-up line on stderr)"
   elif grep -q "hakozuna: error" "$WORK/$name.hz.err"; then
-    echo "FAIL $name: hakozuna reported an error"
+    fail "$name: hakozuna reported an error"
     grep "hakozuna: error" "$WORK/$name.hz.err" | head -5
-    failures=$((failures + 1))
   else
-    echo "ok   $name ($(wc -c <"$WORK/$name.hz") bytes of identical output)"
-    passes=$((passes + 1))
+    pass "$name ($(wc -c <"$WORK/$name.hz") bytes of identical output)"
   fi
 }
 
 # expect_stats NAME: the exit report must be there too.
 expect_stats() {
   if ! grep -q "hakozuna: stats report" "$WORK/$1.hz.err"; then
-    echo "FAIL $1: no statistics report at exit"
-    failures=$((failures + 1))
+    fail "$1: no statistics report at exit"
   fi
 }
 
@@ -127,23 +117,18 @@ run_stdlib_tests() {
   LD_PRELOAD="$LIB" timeout 300 "$PYTHON" -m test "${modules[@]}" >"$log" 2>&1
   local rc=$?
   if [ "$rc" = 124 ]; then
-    echo "FAIL stdlib-tests: still running after 300 s (hung)"
+    fail "stdlib-tests: still running after 300 s (hung)"
     grep -E "^[0-9:]+ .*\[" "$log" | tail -3
-    failures=$((failures + 1))
   elif [ "$rc" != 0 ] || ! grep -q "^Tests result: SUCCESS" "$log"; then
-    echo "FAIL stdlib-tests: exit code $rc"
+    fail "stdlib-tests: exit code $rc"
     tail -20 "$log"
-    failures=$((failures + 1))
   elif ! LD_PRELOAD="$LIB" "$PYTHON" -c "print(open('/proc/self/maps').read())" |
     grep -q "$(basename "$LIB")"; then
-    echo "FAIL stdlib-tests: hakozuna was not loaded"
-    failures=$((failures + 1))
+    fail "stdlib-tests: hakozuna was not loaded"
   else
-    echo "ok   stdlib-tests (${modules[*]})"
-    passes=$((passes + 1))
+    pass "stdlib-tests (${modules[*]})"
   fi
 }
 run_stdlib_tests
 
-echo "programs: $passes passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish programs "$passes passed"

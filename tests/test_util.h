@@ -42,18 +42,26 @@ static inline size_t test_rss_bytes(void) {
 
 /* One "<test>: FAIL: ..." line on stderr; counts every call in *reports
  * and stays quiet once max lines were printed. */
+static void test_vreport(const char *test, atomic_ulong *reports,
+                         unsigned long max, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0), unused));
+static void test_vreport(const char *test, atomic_ulong *reports,
+                         unsigned long max, const char *fmt, va_list ap) {
+  if (atomic_fetch_add(reports, 1) >= max) return;
+  char buf[512];
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  fprintf(stderr, "%s: FAIL: %s\n", test, buf);
+}
+
 static void test_report(const char *test, atomic_ulong *reports,
                         unsigned long max, const char *fmt, ...)
     __attribute__((format(printf, 4, 5), unused));
 static void test_report(const char *test, atomic_ulong *reports,
                         unsigned long max, const char *fmt, ...) {
-  if (atomic_fetch_add(reports, 1) >= max) return;
-  char buf[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
+  test_vreport(test, reports, max, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "%s: FAIL: %s\n", test, buf);
 }
 
 /* argv[i] as a number in 1..max, or `def` when absent; anything else
