@@ -222,7 +222,7 @@ HZ_INLINE void hz_heap_free(void *p) {
   if (HZ_LIKELY(hz_page_owner_word(page) == (uintptr_t)heap)) {
     hz_bin_t *bin = &heap->bins[page->class_id];
     void **top = bin->top;
-    uint32_t offset = (uint32_t)((uintptr_t)p - (uintptr_t)page->start);
+    uint32_t offset = (uint32_t)((uintptr_t)p - (uintptr_t)hz_page_start(page));
     if (HZ_UNLIKELY(hz_sizeclass_index_rotated(bin->inverse, bin->rotate,
                                                offset) >= page->capacity)) {
       hz_heap_bad_free(page, p);

@@ -3,7 +3,7 @@
  *
  * Layout of one large block: a 4 MiB-aligned segment header at `seg`, the
  * block at seg + round_up(header, align), the mapping ending at
- * seg + map_size. The block start is kept in pages[0].start and
+ * seg + map_size. The block start is kept in pages[0] (hz_page_start) and
  * used_pages is 1 while the block is live, so a free of any other address,
  * or of a cached block, is recognised as invalid.
  *
@@ -269,19 +269,19 @@ void *hz_large_alloc(size_t size, size_t align, bool zero) {
   seg->dirty_slices = 0;
   seg->used_pages = 1;
   if (seg->touched < offset + size) seg->touched = offset + size;
-  seg->pages[0].start = block;
+  hz_page_set_start(&seg->pages[0], block);
   hz_stats_count_large_alloc(seg->map_size);
   return block;
 }
 
 int hz_large_owns(const hz_segment_t *seg, const void *p) {
   return seg->kind == HZ_SEGMENT_LARGE && seg->used_pages == 1 &&
-         (const uint8_t *)p == seg->pages[0].start;
+         (const uint8_t *)p == hz_page_start(&seg->pages[0]);
 }
 
 bool hz_large_was_freed(const hz_segment_t *seg, const void *p) {
   return seg->kind == HZ_SEGMENT_LARGE && seg->used_pages == 0 &&
-         (const uint8_t *)p == seg->pages[0].start;
+         (const uint8_t *)p == hz_page_start(&seg->pages[0]);
 }
 
 static bool discard_region(hz_segment_t *seg) {
@@ -375,9 +375,9 @@ void *hz_large_realloc(hz_segment_t *seg, void *p, size_t size) {
   hz_segment_t *grown = region_grow(seg, mapping_size(need));
   if (grown == NULL) return NULL;
   hz_stats_count_large_resize(old_size, grown->map_size);
-  grown->pages[0].start = (uint8_t *)grown + offset;
+  hz_page_set_start(&grown->pages[0], (uint8_t *)grown + offset);
   grown->touched = offset + size;
-  return grown->pages[0].start;
+  return hz_page_start(&grown->pages[0]);
 }
 
 /* ---------------------------------------------------------------------------

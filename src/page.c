@@ -44,7 +44,8 @@ static void page_secure_fresh(void **out, uint32_t n) {
 uint32_t hz_page_carve(hz_page_t *page, void **out, uint32_t max) {
   uint32_t left = (uint32_t)page->reserved - page->capacity;
   uint32_t n = max < left ? max : left;
-  uint8_t *first = page->start + (size_t)page->capacity * page->block_size;
+  uint8_t *first =
+      hz_page_start(page) + (size_t)page->capacity * page->block_size;
   for (uint32_t i = 0; i < n; i++)
     out[i] = first + (size_t)i * page->block_size;
   if (HZ_SECURE) page_secure_fresh(out, n);
@@ -53,8 +54,7 @@ uint32_t hz_page_carve(hz_page_t *page, void **out, uint32_t max) {
 }
 
 void hz_page_bad_link(const hz_page_t *page, const hz_block_t *block) {
-  hz_check_fail(HZ_CHECK_CORRUPT_LIST, block, page->class_id,
-                page->block_size);
+  hz_check_fail(HZ_CHECK_CORRUPT_LIST, block, page->class_id, page->block_size);
 }
 
 static void discard_range(uint8_t *from, uint8_t *to, bool lazy) {
@@ -73,16 +73,17 @@ static void discard_list(const hz_page_t *page, hz_block_t *block, size_t size,
 
 void hz_page_discard_free(hz_page_t *page, bool lazy) {
   size_t size = page->block_size;
-  discard_range(page->start + (size_t)page->capacity * size, hz_page_end(page),
-                lazy);
+  discard_range(hz_page_start(page) + (size_t)page->capacity * size,
+                hz_page_end(page), lazy);
   if (size < 2 * hz_os_page_size()) return; /* no whole page inside */
   discard_list(page, page->free, size, lazy);
   discard_list(page, page->local_free, size, lazy);
 }
 
 hz_block_t *hz_page_block_of(const hz_page_t *page, const void *p) {
-  size_t offset = (size_t)((const uint8_t *)p - page->start);
-  return (hz_block_t *)(page->start + offset - offset % page->block_size);
+  size_t offset = (size_t)((const uint8_t *)p - hz_page_start(page));
+  return (hz_block_t *)(hz_page_start(page) + offset -
+                        offset % page->block_size);
 }
 
 /* On a page with aligned blocks, a block start names its block only when
@@ -96,8 +97,8 @@ hz_block_t *hz_page_block_named(const hz_page_t *page, const void *p,
                  hz_check_inner_of(p, page->block_size) != NULL;
     return inner ? NULL : (hz_block_t *)p;
   }
-  if (!hz_page_has_aligned(page) || b < page->start ||
-      (size_t)(b - page->start) >= (size_t)limit * page->block_size)
+  if (!hz_page_has_aligned(page) || b < hz_page_start(page) ||
+      (size_t)(b - hz_page_start(page)) >= (size_t)limit * page->block_size)
     return NULL;
   hz_block_t *block = hz_page_block_of(page, p);
   return hz_check_inner_of(block, page->block_size) == b ? block : NULL;

@@ -109,11 +109,12 @@ static void segment_format(hz_segment_t *seg, hz_segment_kind_t kind) {
   uint8_t *base = (uint8_t *)seg;
   for (int i = seg->page_count - 1; i >= 0; i--) {
     hz_page_t *page = &seg->pages[i];
-    page->start = base + ((size_t)i << shift);
-    if (i == 0) page->start = base + HZ_SEGMENT_HEADER_SIZE;
+    uint8_t *start = base + ((size_t)i << shift);
+    if (i == 0) start = base + HZ_SEGMENT_HEADER_SIZE;
+    hz_page_set_start(page, start);
     uint8_t *end = base + ((size_t)(i + 1) << shift);
     if (i == seg->page_count - 1) end -= HZ_GUARD_SIZE;
-    page->area = (uint32_t)(end - page->start);
+    page->area = (uint32_t)(end - start);
     page->next = seg->free_pages;
     seg->free_pages = page;
   }

@@ -5,7 +5,10 @@
  *                           memalign, blocks freed by another thread:
  *                           no misuse, nothing leaked
  *   memcheck_target bugs    the same, then one write after free (byte 3 of
- *                           a 64-byte block) and one leaked 200-byte block */
+ *                           a 64-byte block), one leaked 200-byte block and
+ *                           one leaked 3,000,000-byte block (a large block
+ *                           starts its page: the page's record of where it
+ *                           starts must not keep it reachable) */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +61,8 @@ int main(int argc, char **argv) {
     release(p);
     p[3] = 9; /* write after free */
     char *leak = malloc(200); /* never freed */
+    leak[0] = 1;
+    leak = malloc(3000000); /* never freed */
     leak[0] = 1;
     leak = NULL;
     for (int i = 0; i < 3; i++) release(kept[i]);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# memcheck sees through the debug library: a write after free and a leak in
-# a program running on libhakozuna-debug.so are reported as they are on
-# glibc, with the stacks of the malloc and the free; a correct program,
-# threads and all, gets no error and no leak.
+# memcheck sees through the debug library: a write after free and leaks
+# (a small block and a large one) in a program running on
+# libhakozuna-debug.so are reported as they are on glibc, with the stacks
+# of the malloc and the free; a correct program, threads and all, gets no
+# error and no leak.
 #
 #   tests/memcheck_test.sh LIB_DIR TARGET
 #
@@ -32,7 +33,9 @@ run bugs "$out/bugs"
 check "bugs: the write after free" 'Invalid write of size 1' "$out/bugs"
 check "bugs: ... inside the freed 64-byte block" 'is 3 bytes inside a block of size 64 free.d' "$out/bugs"
 check "bugs: ... freed through hz_free" 'by 0x[0-9A-F]+: hz_free' "$out/bugs"
-check "bugs: the leak" 'definitely lost: 200 bytes in 1 blocks' "$out/bugs"
+check "bugs: the small leak" '200 bytes in 1 blocks are definitely lost' "$out/bugs"
+check "bugs: the large leak" '3,000,000 bytes in 1 blocks are definitely lost' "$out/bugs"
+check "bugs: nothing else lost" 'definitely lost: 3,000,200 bytes in 2 blocks' "$out/bugs"
 check "bugs: ... allocated in main" 'by 0x[0-9A-F]+: main \(memcheck_target.c' "$out/bugs"
 if [ $fail -ne 0 ]; then
   echo "--- memcheck on the clean run:"; cat "$out/clean"

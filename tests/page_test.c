@@ -44,7 +44,8 @@ static void exercise_class(uint8_t cls) {
   hz_page_set_flag(page, HZ_PAGE_ALIGNED, false);
   CHECK(hz_page_owner_word(page) == (uintptr_t)fake_heap);
   CHECK(page->reserved >= 7); /* page 0 shares its slot with the header */
-  CHECK(page->start + (size_t)page->reserved * size <= hz_page_end(page));
+  CHECK(hz_page_start(page) + (size_t)page->reserved * size <=
+        hz_page_end(page));
 
   static hz_block_t *blocks[70000];
   size_t n = 0;
@@ -53,7 +54,7 @@ static void exercise_class(uint8_t cls) {
     uint32_t k = hz_page_carve(page, got, 5);
     if (k == 0) break;
     page->used = (uint16_t)(page->used + k);
-    uint8_t *lowest = page->start + (size_t)(page->capacity - k) * size;
+    uint8_t *lowest = hz_page_start(page) + (size_t)(page->capacity - k) * size;
     for (uint32_t i = 0; i < k; i++) {
       hz_block_t *b = got[i];
       CHECK(hz_page_is_block_start(page, b));

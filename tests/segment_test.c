@@ -34,18 +34,18 @@ int main(void) {
     CHECK(((uintptr_t)seg & HZ_SEGMENT_MASK) == 0);
     CHECK(seg->kind == kind);
     /* Every byte of the page's area maps to this segment and page. */
-    CHECK(hz_segment_of(page->start) == seg);
+    CHECK(hz_segment_of(hz_page_start(page)) == seg);
     CHECK(hz_segment_of(hz_page_end(page) - 1) == seg);
-    CHECK(hz_segment_page_of(seg, page->start) == page);
+    CHECK(hz_segment_page_of(seg, hz_page_start(page)) == page);
     CHECK(hz_segment_page_of(seg, hz_page_end(page) - 1) == page);
-    CHECK(hz_segment_page_of(seg, page->start +
-                                      (hz_page_end(page) - page->start) / 2) ==
-          page);
+    CHECK(hz_segment_page_of(
+              seg, hz_page_start(page) +
+                       (hz_page_end(page) - hz_page_start(page)) / 2) == page);
     /* The header itself is not a page area. */
-    CHECK(page->start >= (uint8_t *)seg + HZ_SEGMENT_HEADER_SIZE);
+    CHECK(hz_page_start(page) >= (uint8_t *)seg + HZ_SEGMENT_HEADER_SIZE);
     /* Pages of a kind tile the segment without overlap. */
     for (int i = 1; i < seg->page_count; i++)
-      CHECK(seg->pages[i].start == hz_page_end(&seg->pages[i - 1]));
+      CHECK(hz_page_start(&seg->pages[i]) == hz_page_end(&seg->pages[i - 1]));
     CHECK(hz_page_end(&seg->pages[seg->page_count - 1]) ==
           (uint8_t *)seg + HZ_SEGMENT_SIZE);
     hz_segment_page_free(page);
