@@ -133,7 +133,8 @@ HZ_INLINE const uint8_t *hz_check_inner_of(const void *block, size_t size) {
   return inside ? (const uint8_t *)at : NULL;
 }
 
-/* A random number (secure variants: the order of fresh blocks). */
+/* A random number, per thread (xorshift64* seeded from the secret): the
+ * secure variants' order of fresh blocks, the profiler's sample gaps. */
 uint64_t hz_check_random(void);
 
 /* ---------------------------------------------------------------------------

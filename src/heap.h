@@ -205,6 +205,19 @@ HZ_INLINE void *hz_heap_malloc(size_t size) {
   return hz_thread_malloc_slow(size, heap);
 }
 
+/* The owner frees block p of its page into the bin (whose top is `top`),
+ * making room first if the bin is full. */
+HZ_INLINE void hz_bin_put(hz_heap_t *heap, hz_bin_t *bin, void **top,
+                          hz_page_t *page, void *p) {
+  bin->frees++;
+  if (HZ_LIKELY(top != bin->limit)) {
+    *top = p;
+    bin->top = top + 1;
+    return;
+  }
+  hz_heap_free_full_bin(heap, page, p);
+}
+
 /* A pointer that is not ours is reported and never written to; on our own
  * pages p must be a block start (a multiply and a compare) before it goes
  * into the bin. */
@@ -229,13 +242,7 @@ HZ_INLINE void hz_heap_free(void *p) {
       return;
     }
     if (HZ_LIKELY(hz_check_freeing_fast(p))) {
-      bin->frees++;
-      if (HZ_LIKELY(top != bin->limit)) {
-        *top = p;
-        bin->top = top + 1;
-        return;
-      }
-      hz_heap_free_full_bin(heap, page, p);
+      hz_bin_put(heap, bin, top, page, p);
       return;
     }
   }

@@ -69,11 +69,7 @@ static bool heap_free_unsampled(hz_heap_t *heap, hz_page_t *page, void *p) {
   if (!hz_prof_page_may_hold(page))
     hz_page_set_flag(page, HZ_PAGE_SAMPLED, false);
   hz_bin_t *bin = &heap->bins[page->class_id];
-  bin->frees++;
-  if (bin->top != bin->limit)
-    *bin->top++ = p;
-  else
-    hz_heap_free_full_bin(heap, page, p);
+  hz_bin_put(heap, bin, bin->top, page, p);
   return true;
 }
 

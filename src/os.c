@@ -66,6 +66,11 @@ static _Atomic size_t mapped_bytes, purged_bytes;
   atomic_fetch_add_explicit(&(counter), (n), memory_order_relaxed)
 #define READ(counter) atomic_load_explicit(&(counter), memory_order_relaxed)
 
+static void count_mmap(size_t size) {
+  COUNT(mmap_calls, 1);
+  COUNT(mapped_bytes, size);
+}
+
 static void count_mremap(size_t unmapped, size_t mapped) {
   COUNT(mremap_calls, 1);
   COUNT(mapped_bytes, mapped - unmapped); /* wraps, as a subtraction */
@@ -89,8 +94,7 @@ void *hz_os_map(size_t size) {
                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   errno = saved;
   if (p == MAP_FAILED) return NULL;
-  COUNT(mmap_calls, 1);
-  COUNT(mapped_bytes, size);
+  count_mmap(size);
   return p;
 }
 
@@ -140,8 +144,7 @@ static void *os_map_at_hint(size_t size, size_t align) {
   errno = saved;
   if (p == MAP_FAILED) return NULL;
   if (p == hint) {
-    COUNT(mmap_calls, 1);
-    COUNT(mapped_bytes, size);
+    count_mmap(size);
     return p;
   }
   munmap(p, size); /* the kernel chose elsewhere */

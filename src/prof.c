@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "hakozuna.h"
 #include "lock.h"
 #include "options.h"
@@ -35,23 +36,16 @@ static _Atomic bool dump_pending; /* a signal asked while it was held */
 static unsigned dump_sequence;    /* under prof_lock */
 static int (*unwind)(void **frames, int max); /* libunwind's unw_backtrace */
 
-static HZ_TLS bool prof_busy; /* this thread is inside the profiler */
-static HZ_TLS uint64_t random_state;
+static HZ_TLS bool prof_busy;    /* this thread is inside the profiler */
 static HZ_TLS double large_left; /* bytes to the next large sample */
 
 /* ---------------------------------------------------------------------------
  * Sampling decisions
  * ------------------------------------------------------------------------- */
+/* Uniform in (0, 1], from the check box's per-thread generator. */
 static double random_unit(void) {
-  if (random_state == 0) {
-    hz_os_random(&random_state, sizeof random_state);
-    random_state |= 1;
-  }
-  random_state ^= random_state >> 12;
-  random_state ^= random_state << 25;
-  random_state ^= random_state >> 27;
-  uint64_t bits = (random_state * 0x2545F4914F6CDD1DULL) >> 11;
-  return ((double)bits + 1.0) / 9007199254740993.0; /* (0, 1] */
+  uint64_t bits = hz_check_random() >> 11;
+  return ((double)bits + 1.0) / 9007199254740993.0;
 }
 
 /* Bytes to the next sample point of a Poisson process of the mean rate. */

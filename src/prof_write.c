@@ -99,9 +99,14 @@ typedef struct {
   double count, bytes;
 } live_t;
 
+static size_t live_bytes_of(const hz_prof_store_t *store) {
+  return (store->stack_count + 1) * sizeof(live_t);
+}
+
+/* The per-stack estimates in a mapping of their own (live_free gives it
+ * back), their sum in *total; NULL when out of memory. */
 static live_t *live_by_stack(const hz_prof_store_t *store, live_t *total) {
-  size_t bytes = (store->stack_count + 1) * sizeof(live_t);
-  live_t *live = hz_os_map(bytes);
+  live_t *live = hz_os_map(live_bytes_of(store));
   *total = (live_t){0, 0};
   if (live == NULL) return NULL;
   for (uint32_t i = 0; i < store->record_used; i++) {
@@ -113,6 +118,10 @@ static live_t *live_by_stack(const hz_prof_store_t *store, live_t *total) {
     total->bytes += r->weight * (double)r->size;
   }
   return live;
+}
+
+static void live_free(const hz_prof_store_t *store, live_t *live) {
+  hz_os_unmap(live, live_bytes_of(store));
 }
 
 static void out_counts(out_t *out, double n1, double b1, double n2, double b2) {
@@ -162,7 +171,7 @@ bool hz_prof_write_heap(const char *path, const hz_prof_store_t *store) {
                .ok = true};
   if (out.fd < 0) {
     int err = errno;
-    hz_os_unmap(live, (store->stack_count + 1) * sizeof(live_t));
+    live_free(store, live);
     errno = err;
     return false;
   }
@@ -178,7 +187,7 @@ bool hz_prof_write_heap(const char *path, const hz_prof_store_t *store) {
   out_str(&out, "\nMAPPED_LIBRARIES:\n");
   out_maps(&out);
   out_flush(&out);
-  hz_os_unmap(live, (store->stack_count + 1) * sizeof(live_t));
+  live_free(store, live);
   bool ok = out.ok && close(out.fd) == 0;
   if (!out.ok) errno = out.error;
   return ok;
@@ -250,7 +259,7 @@ void hz_prof_report_leaks(const hz_prof_store_t *store, double sample_mean) {
     live[i].count = 0; /* shown */
   }
   out_flush(&out);
-  hz_os_unmap(live, (store->stack_count + 1) * sizeof(live_t));
+  live_free(store, live);
 }
 
 /* ---------------------------------------------------------------------------

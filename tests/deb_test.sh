@@ -31,7 +31,7 @@ if ! (cd "$BUILD" && cpack -G DEB -B "$WORK/out" >"$WORK/cpack.log" 2>&1); then
 fi
 deb=$WORK/out/hakozuna_${version}_amd64.deb
 [ -f "$deb" ] || { echo "FAIL no $deb: $(ls "$WORK/out")"; exit 1; }
-echo "ok   built $(basename "$deb")"
+pass "built $(basename "$deb")"
 
 contents=$(dpkg-deb -c "$deb")
 for f in lib/libhakozuna.so lib/libhakozuna-secure.so lib/libhakozuna-debug.so \
@@ -45,11 +45,11 @@ if ! dpkg -i "$deb" >"$WORK/dpkg.log" 2>&1; then
   echo "FAIL dpkg -i:"; cat "$WORK/dpkg.log"; exit 1
 fi
 installed=1
-echo "ok   dpkg -i"
+pass "dpkg -i"
 
 # hakozuna run preloads the installed library.
 if /usr/bin/hakozuna run cat /proc/self/maps | grep -q " /usr/lib/libhakozuna.so$"; then
-  echo "ok   /usr/bin/hakozuna run preloads /usr/lib/libhakozuna.so"
+  pass "/usr/bin/hakozuna run preloads /usr/lib/libhakozuna.so"
 else
   fail "hakozuna run: /usr/lib/libhakozuna.so is not in the command's maps"
 fi
@@ -71,7 +71,7 @@ C
 if cc "$WORK/use.c" -o "$WORK/use" $(pkg-config --cflags --libs hakozuna) \
      2>"$WORK/cc.log" && out=$("$WORK/use") &&
    [ "$out" = "built against the package" ]; then
-  echo "ok   pkg-config build runs: $out"
+  pass "pkg-config build runs: $out"
 else
   fail "pkg-config build: $(cat "$WORK/cc.log")"
 fi
@@ -81,6 +81,6 @@ installed=0
 left=$(ls /usr/lib/libhakozuna* /usr/include/hakozuna.h /usr/bin/hakozuna 2>/dev/null)
 [ -z "$left" ] || fail "files left after dpkg -r: $left"
 [ "$(status)" = installed ] && fail "dpkg still lists hakozuna as installed"
-[ $failures = 0 ] && echo "ok   dpkg -r removed every file"
+[ $failures = 0 ] && pass "dpkg -r removed every file"
 
 finish deb

@@ -35,7 +35,7 @@ run "$LIB" ratio HZ_PROF=1 HZ_PROF_SAMPLE=4096 -- ratio "$WORK/ratio.heap"
 # google-pprof reads the profile and finds both sites.
 text=$(google-pprof --text "$TARGET" "$WORK/ratio.heap" 2>&1)
 if grep -q "site_one" <<<"$text" && grep -q "site_three" <<<"$text"; then
-  echo "ok   google-pprof --text names both sites"
+  pass "google-pprof --text names both sites"
 else
   fail "google-pprof --text: expected site_one and site_three, got:"
   head -20 <<<"$text"
@@ -56,7 +56,7 @@ elif [ "$bytes" -lt 3600000 ] || [ "$bytes" -gt 4400000 ]; then
 elif grep -q "freed_site" "$report"; then
   fail "leak: freed_site, whose blocks were all freed, is reported"
 else
-  echo "ok   leak report: plant_leak with about $bytes bytes"
+  pass "leak report: plant_leak with about $bytes bytes"
 fi
 ls "$WORK"/leak.*.exit.heap >/dev/null 2>&1 ||
   fail "leak: no profile written at exit"
@@ -74,7 +74,7 @@ for variant in hakozuna hakozuna-debug; do
   elif ! grep -q "^MAPPED_LIBRARIES:" "$signal"; then
     fail "$name: the SIGUSR2 profile was cut short"
   else
-    echo "ok   $name: $(ls "$WORK/$name".*.signal.heap | wc -l) profiles on SIGUSR2"
+    pass "$name: $(ls "$WORK/$name".*.signal.heap | wc -l) profiles on SIGUSR2"
   fi
   [ -s "$WORK/$name.heap.child" ] || fail "$name: no profile from the fork child"
 done
@@ -94,7 +94,7 @@ elif ! grep -Eq ";plant_leak(<[0-9a-f]+>)? [1-9][0-9]*$" "$folded"; then
 elif ! grep -q "<svg" "$svg" || ! grep -q ">plant_leak<" "$svg"; then
   fail "hakozuna prof --svg: the flame graph does not show plant_leak"
 else
-  echo "ok   hakozuna prof --svg: $(basename "$svg") shows plant_leak"
+  pass "hakozuna prof --svg: $(basename "$svg") shows plant_leak"
 fi
 
 finish prof

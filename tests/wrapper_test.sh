@@ -27,7 +27,7 @@ expect_refused() {
     fail "$name: expected one 'hakozuna: cannot ...' line, got:"
     cat "$WORK/err"
   else
-    echo "ok   $name: $(cat "$WORK/err")"
+    pass "$name: $(cat "$WORK/err")"
   fi
 }
 
@@ -35,7 +35,7 @@ expect_refused() {
 for sep in "" "--"; do
   out=$("$WRAPPER" run $sep cat /proc/self/maps 2>&1)
   if grep -q "libhakozuna.so" <<<"$out"; then
-    echo "ok   run ${sep:-(no --)}: the command has the library"
+    pass "run ${sep:-(no --)}: the command has the library"
   else
     fail "run ${sep:-(no --)}: the library is not in the command's maps"
     head -3 <<<"$out"
@@ -64,7 +64,7 @@ for prog in "perl -e print(qq(ran\n))" "/bin/echo ran"; do
   out=$("$WRAPPER" stats -- $prog 2>&1)
   if grep -q "^ran$" <<<"$out" && grep -q "^hakozuna: stats report" <<<"$out"
   then
-    echo "ok   stats: $prog ran and the report was printed"
+    pass "stats: $prog ran and the report was printed"
   else
     fail "stats: expected 'ran' and the stats report from $prog, got:"
     head -3 <<<"$out"
@@ -76,7 +76,7 @@ want=$(awk '/define HZ_VERSION_(MAJOR|MINOR|PATCH)/ { v = v (v ? "." : "") $3 }
             END { print v }' "$1/include/hakozuna.h")
 got=$("$WRAPPER" version)
 if [ "$got" = "hakozuna $want" ]; then
-  echo "ok   version: $got"
+  pass "version: $got"
 else
   fail "version: '$got', want 'hakozuna $want'"
 fi
@@ -84,7 +84,7 @@ fi
 # Every command has its own help, on stdout, with exit code 0.
 for cmd in run stats prof version lib; do
   if help=$("$WRAPPER" $cmd --help) && grep -q "^usage: hakozuna $cmd" <<<"$help"; then
-    echo "ok   $cmd --help"
+    pass "$cmd --help"
   else
     fail "$cmd --help: '$help'"
   fi
@@ -98,7 +98,7 @@ expect_misuse() {
   local rc=$?
   if [ "$rc" = 2 ] && [ "$(wc -l <"$WORK/err")" = 1 ] &&
      grep -q "^hakozuna: " "$WORK/err" && [ ! -s "$WORK/out" ]; then
-    echo "ok   $name: $(cat "$WORK/err")"
+    pass "$name: $(cat "$WORK/err")"
   else
     fail "$name: exit code $rc, stderr:"
     cat "$WORK/err"
