@@ -1765,8 +1765,8 @@ def main(argv):
                     remaining = est_total - done_est
                     eta = remaining * (elapsed / done_est) if done_est > 0 else remaining
                     prog = program_path(c, args)
-                    env = dict(env_base, **c.env)
-                    env.update(ALLOCATOR_ENV.get(aname, {}))
+                    settings = dict(c.env, **ALLOCATOR_ENV.get(aname, {}))
+                    env = dict(env_base, **settings)
                     if c.lib_as_arg:
                         cmd = ["bash", prog, lib or ""] + c.argv(args.scale)
                     else:
@@ -1778,7 +1778,6 @@ def main(argv):
                            len(cases) - ci - 1, fmt_dur(elapsed), fmt_dur(eta)))
                     res = run_once(cmd, env, args.timeout)
                     done_est += est + RUN_OVERHEAD_S
-                    settings = dict(c.env, **ALLOCATOR_ENV.get(aname, {}))
                     command = "".join("%s=%s " % kv for kv in sorted(settings.items())) + \
                         ("LD_PRELOAD=%s " % lib if lib and not c.lib_as_arg else "") + \
                         " ".join(shlex.quote(os.path.relpath(x, REPO) if x.startswith(REPO)
