@@ -4,12 +4,13 @@
  * Every variant:
  *   - pointers are validated at the boundary (heap and api boxes: ours, at
  *     a block start); a bad one is reported with one line and ignored;
- *   - encoded links: a free-list link stored in a block is XORed with a key
- *     drawn per process and per 64 KiB of address, so a use after free that
- *     writes a freed block cannot aim the next malloc at an address of its
- *     choosing. A decoded link that leaves its page (or, on an inbox list,
- *     our blocks) is reported; release drops the rest of that list (its
- *     blocks are lost, no other is) and goes on.
+ *   - encoded links: a free-list link stored in a block is multiplied and
+ *     offset by a key made of a per-process secret and the block's address,
+ *     so a use after free that writes a freed block cannot aim the next
+ *     malloc at an address of its choosing, and one that changes a few bits
+ *     of it sends the link far outside its page. A decoded link that leaves its page
+ *     (or, on an inbox list, our blocks) is reported; release drops the rest
+ *     of that list (its blocks are lost, no other is) and goes on.
  *
  * Secure adds, keyed by the same per-process secret:
  *   - free marks: while a block is free, its second word holds a mark made
@@ -58,18 +59,31 @@ void hz_check_report(const char *what, const void *p, const char *context)
 
 /* ---------------------------------------------------------------------------
  * Encoded links
+ *
+ * stored = next * HZ_CHECK_LINK_MUL + key;  next = (stored - key) *
+ * HZ_CHECK_LINK_INV, mod 2^64 (MUL and INV are inverses). A change d of
+ * the stored word is then exactly a change d * INV of the decoded link (a
+ * flipped bit is d = +-2^i): with a plain XOR key a flipped bit is the
+ * same flipped bit of the pointer, often another block of the same page.
+ * INV is chosen so that every change |d| < 2^20 and every flip of one or
+ * two bits moves the decoded link by at least 2^40 (tests/check_test.c
+ * checks it): far outside any page, so the range check always sees it.
  * ------------------------------------------------------------------------- */
+#define HZ_CHECK_LINK_MUL ((uintptr_t)0xA105BE31C4CACB55u)
+#define HZ_CHECK_LINK_INV ((uintptr_t)0xF92A0F758C52D9FDu)
+
+/* The key of the link a block holds: the secret and the block's address. */
 HZ_INLINE uintptr_t hz_check_key(const void *holder) {
-  return hz_check_secret.link ^
-         (((uintptr_t)holder >> 16) * (uintptr_t)0x9E3779B97F4A7C15u);
+  return hz_check_secret.link ^ (uintptr_t)holder;
 }
 
 HZ_INLINE void *hz_check_encode(const void *holder, const void *next) {
-  return (void *)((uintptr_t)next ^ hz_check_key(holder));
+  return (void *)((uintptr_t)next * HZ_CHECK_LINK_MUL + hz_check_key(holder));
 }
 
 HZ_INLINE void *hz_check_decode(const void *holder, const void *word) {
-  return hz_check_encode(holder, word);
+  return (void *)(((uintptr_t)word - hz_check_key(holder)) *
+                  HZ_CHECK_LINK_INV);
 }
 
 /* ---------------------------------------------------------------------------

@@ -429,8 +429,10 @@ static void steer_page_list(size_t size) {
 static void case_steer_64(void) { steer_page_list(64); }
 static void case_steer_1024(void) { steer_page_list(1024); }
 
+static int freed_in_thread = STEER_FREED; /* how many blocks the thread frees */
+
 static void *free_all_in_thread(void *blocks) {
-  for (int i = 0; i < STEER_FREED; i++)
+  for (int i = 0; i < freed_in_thread; i++)
     xfree(((void **)blocks)[i]);
   return NULL;
 }
@@ -455,6 +457,49 @@ static void case_steer_cross_thread(void) {
   fill_check(keep, SIZE, 0xC3, "the live block the attacker aimed at");
   xfree(keep);
 }
+
+/* --- one flipped bit of a freed block's link ------------------------------
+ * A use after free that flips one bit of freed blocks' first words (their
+ * encoded links) must not steer malloc either. With a link XORed with a
+ * key, the decoded link moved by that bit, onto another block of the same
+ * page: release handed one address out thousands of times, or a block
+ * still live. Every block taken here is written; none may be taken twice
+ * and the live blocks must keep their bytes. */
+enum { FLIP_FREED = 64, FLIP_TAKEN = 4000 };
+static void *flip_taken[FLIP_TAKEN];
+
+static void flip_after_free(size_t size, uintptr_t bit, bool other_thread) {
+  static void *blocks[FLIP_FREED];
+  live_fill();
+  for (int i = 0; i < FLIP_FREED; i++)
+    if ((blocks[i] = xmalloc(size)) == NULL) child_fail("malloc(%zu)", size);
+  freed_in_thread = FLIP_FREED;
+  pthread_t t;
+  if (!other_thread)
+    free_all_in_thread(blocks);
+  else if (pthread_create(&t, NULL, free_all_in_thread, blocks) != 0)
+    child_fail("pthread_create");
+  else
+    pthread_join(t, NULL);
+  note_addr(blocks[FLIP_FREED - 1]);
+  for (int i = 0; i < FLIP_FREED; i++)
+    ((volatile uintptr_t *)blocks[i])[0] ^= bit;
+  for (int i = 0; i < FLIP_TAKEN; i++) {
+    if ((flip_taken[i] = xmalloc(size)) == NULL)
+      child_fail("malloc(%zu) failed after the flips", size);
+    memset(flip_taken[i], 0x5A, size);
+  }
+  qsort(flip_taken, FLIP_TAKEN, sizeof flip_taken[0], by_address);
+  for (int i = 1; i < FLIP_TAKEN; i++)
+    if (flip_taken[i] == flip_taken[i - 1])
+      child_fail("malloc(%zu) handed out %p twice", size, flip_taken[i]);
+  live_verify();
+}
+
+static void case_flip_64(void) { flip_after_free(64, 0x40, false); }
+static void case_flip_32(void) { flip_after_free(32, 0x1000, false); }
+static void case_flip_cross_64(void) { flip_after_free(64, 0x40, true); }
+static void case_flip_cross_1024(void) { flip_after_free(1024, 0x400, true); }
 
 /* --- debug: canaries and fill bytes ----------------------------------------
  */
@@ -680,6 +725,14 @@ static const case_t cases[] = {
      OUT_REPORTED_EACH, WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL},
     {"steer.cross_thread", case_steer_cross_thread, SEC | DBG | REL, OUT_ABORT,
      OUT_REPORTED_EACH, WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL},
+    {"flip.page_list_64", case_flip_64, SEC | DBG | REL, OUT_ABORT,
+     OUT_REPORTED_EACH, WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL},
+    {"flip.page_list_32", case_flip_32, SEC | DBG | REL, OUT_ABORT,
+     OUT_REPORTED_EACH, WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL},
+    {"flip.cross_thread_64", case_flip_cross_64, SEC | DBG | REL, OUT_ABORT,
+     OUT_REPORTED_EACH, WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL},
+    {"flip.cross_thread_1024", case_flip_cross_1024, SEC | DBG | REL,
+     OUT_ABORT, OUT_REPORTED_EACH, WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL},
     {"overflow.1_byte", case_overflow_1, DBG, OUT_ABORT, 0,
      E "heap overflow of %s (block of 100 bytes overrun by 1 bytes; size "
        "class ",
