@@ -3,9 +3,8 @@
 #include "options.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <limits.h>
-#include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 #include "os.h"
@@ -83,16 +82,27 @@ static bool parse_bool(const char *text, long *out) {
   return false;
 }
 
-/* A decimal integer with an optional binary K/M/G suffix (then an
- * optional i and B); false when malformed or out of a long's range. */
+/* Decimal digits, no sign, no leading zero ("0" itself aside), at most
+ * LONG_MAX; *end is left at the first other character. */
+static bool parse_digits(const char *text, const char **end, long *out) {
+  const char *s = text;
+  long value = 0;
+  for (; *s >= '0' && *s <= '9'; s++) {
+    if (value > (LONG_MAX - (*s - '0')) / 10) return false;
+    value = value * 10 + (*s - '0');
+  }
+  if (s == text || (text[0] == '0' && s - text > 1)) return false;
+  *end = s;
+  *out = value;
+  return true;
+}
+
+/* Digits with an optional binary K/M/G suffix (then an optional i and
+ * B); false when malformed or beyond a long. */
 static bool parse_number(const char *text, bool suffix_ok, long *out) {
-  int saved = errno;
-  errno = 0;
-  char *end = NULL;
-  long value = strtol(text, &end, 10);
-  bool ok = errno == 0 && end != text && !isspace((unsigned char)*text);
-  errno = saved;
-  if (!ok) return false;
+  const char *end;
+  long value;
+  if (!parse_digits(text, &end, &value)) return false;
   long scale = 1;
   switch (suffix_ok ? toupper((unsigned char)*end) : 0) {
   case 'K': scale = 1L << 10; break;
@@ -103,8 +113,7 @@ static bool parse_number(const char *text, bool suffix_ok, long *out) {
   if (scale != 1) end++;
   if (scale != 1 && (*end == 'i' || *end == 'I')) end++;
   if (scale != 1 && (*end == 'b' || *end == 'B')) end++;
-  if (*end != 0) return false;
-  if (value > LONG_MAX / scale || value < LONG_MIN / scale) return false;
+  if (*end != 0 || value > LONG_MAX / scale) return false;
   *out = value * scale;
   return true;
 }
@@ -119,10 +128,13 @@ bool hz_options_parse(const char *text, hz_option_kind_t kind, long *out) {
       return false;
     break;
   case HZ_OPTION_BYTES:
-    if (!parse_number(text, true, &value) || value < 0) return false;
+    if (!parse_number(text, true, &value)) return false;
     break;
   case HZ_OPTION_MS:
-    if (!parse_number(text, false, &value) || value < -1) return false;
+    if (strcmp(text, "-1") == 0)
+      value = -1;
+    else if (!parse_number(text, false, &value))
+      return false;
     break;
   default: return false;
   }

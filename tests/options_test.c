@@ -41,8 +41,9 @@ static void booleans(void) {
     good(BOOL, falsy[i], 0);
   good(BOOL, "1", 1);
   good(BOOL, "0", 0);
-  static const char *const refused[] = {"2", "5",   "-1",  "10",   "1K", "",
-                                        "y", "tru", "onn", "nope", "01x"};
+  static const char *const refused[] = {"2",  "5",   "-1",  "10",   "1K",  "",
+                                        "y",  "tru", "onn", "nope", "01x", "+1",
+                                        "+0", "01",  "00",  " 1"};
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
     bad(BOOL, refused[i]);
   bad(BOOL, NULL);
@@ -91,7 +92,12 @@ static void bytes(void) {
                                         "5 ",
                                         " 5",
                                         "99999999999999G",
-                                        "99999999999999999999"};
+                                        "99999999999999999999",
+                                        "+1",
+                                        "+64K",
+                                        "08",
+                                        "007M",
+                                        "1 K"};
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
     bad(BYTES, refused[i]);
 }
@@ -101,8 +107,12 @@ static void milliseconds(void) {
   good(MS, "0", 0);
   good(MS, "250", 250);
   good(MS, "1000", 1000);
-  static const char *const refused[] = {
-      "-2", "-5", "-9223372036854775808", "1K", "on", "", "soon", "1.5", "1s"};
+  static const char *const refused[] = {"-2",   "-5",  "-9223372036854775808",
+                                        "1K",   "on",  "",
+                                        "soon", "1.5", "1s",
+                                        "+1",   "08",  "-0",
+                                        "-01",  "--1", "+0",
+                                        " 5",   "-1 ", "00"};
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
     bad(MS, refused[i]);
 }
