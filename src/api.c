@@ -13,6 +13,7 @@
 #include "heap.h"
 #include "large.h"
 #include "options.h"
+#include "os.h"
 #include "prof.h"
 #include "purge.h"
 #include "stats.h"
@@ -140,16 +141,26 @@ HZ_EXPORT void hz_free(void *ptr) {
     hz_heap_free(ptr);
 }
 
-/* Secure variants: the size a sized free names must fit the block, and
- * be one that could have got it: from its class, or at least half of it
- * (realloc keeps a block down to half). Debug knows the size asked for. */
+/* pvalloc's block: page-aligned, its size rounded up to whole pages. */
+static bool api_pvalloc_size(const void *ptr, size_t size, size_t known) {
+  size_t page = hz_os_page_size();
+  size_t rounded = size == 0 ? page : HZ_ALIGN_UP(size, page);
+  return ((uintptr_t)ptr & (page - 1)) == 0 && rounded == known;
+}
+
+/* Secure variants: the size a sized free names must be the size asked of
+ * whichever function allocated the block. Secure checks that it fits the
+ * block and could have got it: from its class, or at least half of it
+ * (realloc keeps a block down to half), or any size up to the room for a
+ * block that an aligned request may have served (memalign pads). Debug
+ * knows the size asked for (pvalloc's: rounded up to pages). */
 static void api_check_sized(void *ptr, size_t size, bool aligned) {
   api_block_t b;
   size_t known;
   if (ptr == NULL || !api_find(ptr, "invalid free", &b, &known)) return;
   bool wrong;
   if (HZ_CANARY)
-    wrong = known != size;
+    wrong = known != size && !api_pvalloc_size(ptr, size, known);
   else
     wrong =
         size > b.room || (b.cls != 0 && !aligned && !b.aligned &&
@@ -251,8 +262,10 @@ static void *api_aligned_small(size_t alignment, size_t size) {
   uint8_t *block = hz_heap_malloc(padded);
   if (block == NULL) return NULL;
   uint8_t *aligned = (uint8_t *)HZ_ALIGN_UP((uintptr_t)block, alignment);
-  if (aligned != block) {
-    *(uintptr_t *)block = hz_check_inner_tag(aligned);
+  if (aligned != block) *(uintptr_t *)block = hz_check_inner_tag(aligned);
+  /* The secure variants flag every page that served an aligned request:
+   * a sized free of such a block may name any size up to its room. */
+  if (aligned != block || HZ_SECURE) {
     hz_page_t *page = hz_segment_page_of(hz_segment_of(block), block);
     if (!hz_page_has_aligned(page))
       hz_page_set_flag(page, HZ_PAGE_ALIGNED, true);

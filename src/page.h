@@ -43,7 +43,9 @@ struct hz_heap_s;
 /* Flag bits kept in the low bits of hz_page_t.owner (heaps are 64-byte
  * aligned). Only the owner changes them; any thread may read them
  * (usable_size reads HZ_PAGE_ALIGNED). */
-#define HZ_PAGE_ALIGNED   1u /* some block was handed out at an offset */
+/* HZ_PAGE_ALIGNED: a block was handed out at an offset (the secure
+ * variants: a block served an aligned request). */
+#define HZ_PAGE_ALIGNED   1u
 #define HZ_PAGE_RETIRED   2u /* on its heap's spare list: no block in use */
 #define HZ_PAGE_SAMPLED   4u /* may hold blocks the profiler sampled */
 #define HZ_PAGE_FLAG_MASK ((uintptr_t)63)

@@ -558,6 +558,24 @@ static void case_sized_ok(void) {
   _ZdlPvm(xmalloc((size_t)1 << 20), (size_t)1 << 20);
 }
 
+/* free_sized with the size asked of each aligned allocation function
+ * (pvalloc's too, which rounds it up to pages): every variant accepts it. */
+static void case_sized_aligned(void) {
+  static const size_t sizes[] = {1, 100, 5000, 300000};
+  if (free_sized == NULL) child_fail("free_sized not found");
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    size_t n = sizes[i];
+    void *p = NULL;
+    free_sized(memalign(64, n), n);
+    free_sized(memalign(4096, n), n);
+    free_sized(valloc(n), n);
+    free_sized(pvalloc(n), n);
+    free_sized(aligned_alloc(256, n), n);
+    if (posix_memalign(&p, 128, n) != 0) child_fail("posix_memalign(%zu)", n);
+    free_sized(p, n);
+  }
+}
+
 /* --- secure: guard pages, random order, zeroing ----------------------------
  */
 /* The guard must be a PROT_NONE page of the process, not just a hole. */
@@ -749,6 +767,8 @@ static const case_t cases[] = {
      NULL, NULL, NULL},
     {"free_sized.mismatch", case_free_sized, SEC | DBG, OUT_ABORT, 0, SIZED,
      NULL, NULL, NULL},
+    {"sized_delete.aligned_functions", case_sized_aligned, SEC | DBG | REL,
+     OUT_CLEAN, OUT_CLEAN, NULL, NULL, NULL, NULL},
     {"sized_delete.right_size", case_sized_ok, SEC | DBG | REL, OUT_CLEAN,
      OUT_CLEAN, NULL, NULL, NULL, NULL},
     {"guard_page.segment_header", case_guard_head, SEC, OUT_SEGV, 0, NULL, NULL,
