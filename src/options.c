@@ -46,7 +46,7 @@ static option_entry_t option_table[HZ_OPTION_COUNT] = {
                                 "and debug variants)"},
     [HZ_OPTION_PROF] = {"PROF", HZ_OPTION_BOOL, 0,
                         "sample allocations and write heap profiles "
-                        "(PREFIX.pid.seq.why.heap) at exit"},
+                        "(PREFIX.program.pid.seq.why.heap) at exit"},
     [HZ_OPTION_PROF_SAMPLE] = {"PROF_SAMPLE", HZ_OPTION_BYTES, 512 << 10,
                                "mean bytes allocated between two samples"},
     [HZ_OPTION_PROF_INTERVAL] = {"PROF_INTERVAL", HZ_OPTION_BYTES, 0,

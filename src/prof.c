@@ -11,10 +11,12 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <math.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -132,16 +134,30 @@ static const char *dump_prefix(void) {
   return prefix != NULL && *prefix != 0 ? prefix : "hakozuna";
 }
 
+/* The program's name as it was started (no directory), so that the
+ * profiles of the processes a command starts tell which is which. */
+static const char *program_name(void) {
+  const char *name = program_invocation_short_name;
+  return name != NULL && *name != 0 ? name : "program";
+}
+
 /* Under prof_lock: write the profile to `path`, or to the next of the
- * prefix's names, marked with `why`. */
+ * prefix's names, marked with `why`. A profile that cannot be written is
+ * reported once, in one line. */
 static bool dump_locked(const char *path, const char *why) {
+  static bool warned;
   char name[4096];
   if (path == NULL) {
-    hz_prof_name(name, sizeof name, dump_prefix(), (unsigned long)getpid(),
-                 dump_sequence++, why);
+    hz_prof_name(name, sizeof name, dump_prefix(), program_name(),
+                 (unsigned long)getpid(), dump_sequence++, why);
     path = name;
   }
-  return hz_prof_write_heap(path, &store);
+  bool ok = hz_prof_write_heap(path, &store);
+  if (!ok && !warned) {
+    warned = true;
+    hz_os_message("warning: could not write the heap profile to %s", path);
+  }
+  return ok;
 }
 
 /* Take the tables, marking this thread as inside the profiler (its own
@@ -323,7 +339,24 @@ void hz_prof_moved(const void *from, void *to, size_t size) {
  * ------------------------------------------------------------------------- */
 /* libunwind, loaded only now (a program that never profiles never loads
  * it), its symbols kept to ourselves (it also defines backtrace). */
+/* A program without a program interpreter (PT_INTERP) is linked
+ * statically: a library loaded into it would bring a second C library,
+ * and libunwind crashes there. */
+static bool program_is_static(void) {
+  const ElfW(Phdr) *phdr = (const ElfW(Phdr) *)getauxval(AT_PHDR);
+  unsigned long count = getauxval(AT_PHNUM);
+  if (phdr == NULL) return false;
+  for (unsigned long i = 0; i < count; i++)
+    if (phdr[i].p_type == PT_INTERP) return false;
+  return true;
+}
+
 static bool load_unwinder(void) {
+  if (program_is_static()) {
+    hz_os_message("HZ_PROF needs a dynamically linked program (it loads "
+                  "libunwind.so.8); this one is static, profiling is off");
+    return false;
+  }
   void *lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
   if (lib != NULL) *(void **)&unwind = dlsym(lib, "unw_backtrace");
   if (unwind == NULL) {

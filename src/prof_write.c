@@ -78,10 +78,13 @@ static uint64_t rounded(double estimate) {
 /* ---------------------------------------------------------------------------
  * Heap profiles
  * ------------------------------------------------------------------------- */
-void hz_prof_name(char *buf, size_t size, const char *prefix, unsigned long pid,
-                  unsigned sequence, const char *why) {
+void hz_prof_name(char *buf, size_t size, const char *prefix,
+                  const char *program, unsigned long pid, unsigned sequence,
+                  const char *why) {
   out_t out = {.fd = -1, .ok = true};
   out_str(&out, prefix);
+  out_str(&out, ".");
+  out_str(&out, program);
   out_str(&out, ".");
   out_number(&out, pid, 10, 0);
   out_str(&out, ".");

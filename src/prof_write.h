@@ -12,9 +12,10 @@
 
 #include "prof_store.h"
 
-/* "<prefix>.<pid>.<sequence>.<why>.heap" into buf. */
-void hz_prof_name(char *buf, size_t size, const char *prefix, unsigned long pid,
-                  unsigned sequence, const char *why);
+/* "<prefix>.<program>.<pid>.<sequence>.<why>.heap" into buf. */
+void hz_prof_name(char *buf, size_t size, const char *prefix,
+                  const char *program, unsigned long pid, unsigned sequence,
+                  const char *why);
 /* Write the live samples of `store` as a heap profile to path (created or
  * truncated); false with errno on failure. */
 bool hz_prof_write_heap(const char *path, const hz_prof_store_t *store);

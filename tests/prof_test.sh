@@ -97,4 +97,43 @@ else
   pass "hakozuna prof --svg: $(basename "$svg") shows plant_leak"
 fi
 
+# A profile that cannot be written (its directory does not exist) gets one
+# warning line; the program carries on.
+HZ_PROF=1 HZ_PROF_PREFIX="$WORK/missing/dir/p" HZ_PROF_SAMPLE=4096 \
+  LD_PRELOAD="$LIB" "$TARGET" leak >/dev/null 2>"$WORK/badprefix.err"
+rc=$?
+warnings=$(grep -c "^hakozuna: warning: could not write the heap profile to $WORK/missing/dir/p\.prof_target\." "$WORK/badprefix.err")
+if [ $rc != 0 ]; then
+  fail "bad HZ_PROF_PREFIX: exit code $rc"
+elif [ "$warnings" != 1 ]; then
+  fail "bad HZ_PROF_PREFIX: expected one warning line, got $warnings: $(cat "$WORK/badprefix.err")"
+else
+  pass "bad HZ_PROF_PREFIX: one warning line"
+fi
+
+# A command that starts other processes: a shell script whose child holds
+# the live bytes. The profiles are named by program, the child's is the
+# fullest, and the printed google-pprof command names its executable, not
+# the script.
+mkdir "$WORK/multi"
+cat >"$WORK/multi/launch.sh" <<SCRIPT
+#!/bin/sh
+/bin/true
+"$TARGET" leak
+SCRIPT
+chmod +x "$WORK/multi/launch.sh"
+(cd "$WORK/multi" && HAKOZUNA_LIB=$LIB HZ_PROF_SAMPLE=4096 \
+  "$WRAPPER" prof -- ./launch.sh >/dev/null 2>"$WORK/multi.err")
+chosen=$(sed -n 's/^hakozuna: heap profile: \([^ ]*\) .*/\1/p' "$WORK/multi.err")
+target_real=$(realpath "$TARGET")
+if ! ls "$WORK"/multi/hakozuna.prof_target.*.exit.heap >/dev/null 2>&1; then
+  fail "prof of a script: no profile named by its program: $(ls "$WORK/multi")"
+elif [[ "$chosen" != hakozuna.prof_target.* ]]; then
+  fail "prof of a script: picked $chosen, not prof_target's: $(cat "$WORK/multi.err")"
+elif ! grep -q "google-pprof --text --inuse_space $target_real $chosen" "$WORK/multi.err"; then
+  fail "prof of a script: the pprof command does not name $target_real: $(cat "$WORK/multi.err")"
+else
+  pass "prof of a script: $chosen, with $(basename "$target_real") in the pprof command"
+fi
+
 finish prof
