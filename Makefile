@@ -1,6 +1,8 @@
 # Thin wrapper over CMake/CTest. `make` builds build/libhakozuna.so and the
-# other products; `make test` builds and runs every test; `make bench`
-# compares hakozuna with the peer allocators.
+# other products with nothing but a C compiler, make and CMake; `make test`
+# installs what the tests need (scripts/install-deps.sh), configures again so
+# the build sees it, builds and runs every test; `make bench` installs the
+# peer allocators (bench/install-peers.sh) and compares hakozuna with them.
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
@@ -10,12 +12,12 @@ all: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
 $(BUILD)/CMakeCache.txt:
-	@scripts/install-deps.sh
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 
 test:
 	@scripts/install-deps.sh
-	$(MAKE) all
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # `make bench` runs the default comparison (about 12 minutes);

@@ -7,7 +7,8 @@
 #   bench/install-peers.sh          install what is missing (needs root or sudo)
 #   bench/install-peers.sh --check  only list what is missing; exit 1 if anything is
 #
-# Runs `apt-get update` once, and only when something is actually missing.
+# Runs `apt-get update` once, and only when something is actually missing;
+# waits up to 10 minutes for another apt-get or dpkg to let go of the lock.
 # Exits 0 when everything is installed, non-zero when something could not be.
 set -uo pipefail
 
@@ -46,13 +47,13 @@ log="${TMPDIR:-/tmp}/hakozuna-install-peers.log"
 echo "install-peers: installing Debian packages: ${missing[*]} (log: $log)" >&2
 export DEBIAN_FRONTEND=noninteractive
 : >"$log"
-$sudo apt-get update -qq >>"$log" 2>&1 || echo "install-peers: apt-get update failed" >&2
+$sudo apt-get -o DPkg::Lock::Timeout=600 update -qq >>"$log" 2>&1 || echo "install-peers: apt-get update failed" >&2
 
 # Install all at once; if that fails (e.g. one package unavailable), try one
 # by one so the others still get installed.
-if ! $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >>"$log" 2>&1; then
+if ! $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >>"$log" 2>&1; then
   for p in "${missing[@]}"; do
-    $sudo apt-get install -y -qq --no-install-recommends "$p" >>"$log" 2>&1 ||
+    $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "$p" >>"$log" 2>&1 ||
       { echo "install-peers: could not install $p" >&2; tail -n 5 "$log" >&2; }
   done
 fi

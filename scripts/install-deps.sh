@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Install the Debian packages the build and the tests need, if missing.
-# Needs root (or sudo) only when something is actually missing.
+# Install the Debian packages `make test` (and `make fuzz`) needs, if
+# missing. Building the libraries (`make`) needs only a C compiler, make and
+# CMake, and does not call this. Needs root (or password-less sudo) only
+# when something is actually missing; waits up to 10 minutes for another
+# apt-get or dpkg to let go of the package lock.
 set -euo pipefail
+# g++: the C++ operator test. libtsan2: the ThreadSanitizer builds.
+# valgrind: memcheck runs and the instruction counts of the fast-path test.
 # libpython3.11-testsuite: CPython's own tests, run under hakozuna by the
 # real-program test. clang and libclang-rt-dev: the fuzzers (libFuzzer).
 # sqlite3 … time: the apps benchmark family, smoke-run by the tests.
@@ -19,7 +24,14 @@ done
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "hakozuna: installing Debian packages: ${missing[*]}"
 sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
+if [ "$(id -u)" -ne 0 ]; then
+  if ! command -v sudo >/dev/null 2>&1; then
+    echo "hakozuna: not root and no sudo; install as root: apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+  sudo="sudo"
+fi
 export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq "${missing[@]}"
+wait_lock=(-o DPkg::Lock::Timeout=600)
+$sudo apt-get "${wait_lock[@]}" update -qq
+$sudo apt-get "${wait_lock[@]}" install -y -qq "${missing[@]}"
