@@ -8,8 +8,8 @@
  *     offset by a key made of a per-process secret and the block's address,
  *     so a use after free that writes a freed block cannot aim the next
  *     malloc at an address of its choosing, and one that changes a few bits
- *     of it sends the link far outside its page. A decoded link that leaves its page
- *     (or, on an inbox list, our blocks) is reported; release drops the rest
+ *     of it sends the link far outside its page. A decoded link that leaves its
+ * page (or, on an inbox list, our blocks) is reported; release drops the rest
  *     of that list (its blocks are lost, no other is) and goes on.
  *
  * Secure adds, keyed by the same per-process secret:
@@ -46,7 +46,8 @@ extern bool hz_check_zero_on_free;
 void hz_check_init(void);
 
 /* What a report of a spoilt list says. */
-#define HZ_CHECK_CORRUPT_LIST "corrupted free list (a freed block was overwritten)"
+#define HZ_CHECK_CORRUPT_LIST                                                  \
+  "corrupted free list (a freed block was overwritten)"
 
 /* One line on stderr: "hakozuna: error: <what> of <p> (size class <cls>:
  * <size>-byte blocks)", or "(large block of <size> bytes)" for cls 0. The
@@ -82,8 +83,7 @@ HZ_INLINE void *hz_check_encode(const void *holder, const void *next) {
 }
 
 HZ_INLINE void *hz_check_decode(const void *holder, const void *word) {
-  return (void *)(((uintptr_t)word - hz_check_key(holder)) *
-                  HZ_CHECK_LINK_INV);
+  return (void *)(((uintptr_t)word - hz_check_key(holder)) * HZ_CHECK_LINK_INV);
 }
 
 /* ---------------------------------------------------------------------------

@@ -32,6 +32,13 @@
 #define HZ_SEGMENT_SIZE  ((size_t)1 << HZ_SEGMENT_SHIFT)
 #define HZ_SEGMENT_MASK  (HZ_SEGMENT_SIZE - 1)
 
+/* The range of address space segments are placed in when the kernel
+ * allows (os box: aligned mappings are asked for there first, in order):
+ * the segment map covers it with one byte per segment, so "is this ours"
+ * is one load there, and pointers elsewhere take a slower lookup. */
+#define HZ_ARENA_BASE ((uintptr_t)2 << 40)
+#define HZ_ARENA_SIZE ((uintptr_t)2 << 40)
+
 #define HZ_SMALL_PAGE_SHIFT  16 /* 64 KiB pages for blocks <= 8 KiB */
 #define HZ_MEDIUM_PAGE_SHIFT 17 /* 128 KiB pages for blocks <= 16 KiB */
 #define HZ_WIDE_PAGE_SHIFT   19 /* 512 KiB pages for blocks <= 64 KiB */

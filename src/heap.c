@@ -219,7 +219,7 @@ void hz_heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always) {
   hz_stats_add_live(cls, delta);
 }
 
-void hz_heap_free_full_bin(hz_heap_t *heap, hz_page_t *page, void *p) {
+void hz_heap_free_full_bin(void *p, hz_heap_t *heap, hz_page_t *page) {
   hz_heap_enter(heap);
   hz_bin_t *bin = &heap->bins[page->class_id];
   if (bin->top == bin->limit)

@@ -137,11 +137,11 @@ HZ_INLINE hz_heap_t *hz_heap_current(void) { return hz_heap_tls; }
 
 /* The slow paths the fast paths below fall into belong to the thread box
  * (thread.c), which gives a thread without a heap one, and calls the
- * heap's own slow paths that follow. Size first: the fast path's tail
- * call then leaves it where it is. */
+ * heap's own slow paths that follow. Size and pointer first: the fast
+ * paths' tail calls then leave them where they are. */
 void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap);
-void hz_thread_free_slow(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
-                         void *p);
+void hz_thread_free_slow(void *p, hz_heap_t *heap, hz_segment_t *seg,
+                         hz_page_t *page);
 
 /* A small block from the heap's bins and pages (refilling them), or NULL
  * when out of memory. */
@@ -157,7 +157,7 @@ void hz_heap_free_block(hz_heap_t *heap, hz_page_t *page,
  * owner's inbox. */
 void hz_heap_free_orphan(hz_page_t *page, struct hz_block_s *block);
 /* The owner frees block p of page into its bin, making room if full. */
-void hz_heap_free_full_bin(hz_heap_t *heap, hz_page_t *page, void *p);
+void hz_heap_free_full_bin(void *p, hz_heap_t *heap, hz_page_t *page);
 /* Report a free of p, a pointer into one of our pages that is no block
  * start there. */
 void hz_heap_bad_free(const hz_page_t *page, const void *p);
@@ -215,17 +215,16 @@ HZ_INLINE void hz_bin_put(hz_heap_t *heap, hz_bin_t *bin, void **top,
     bin->top = top + 1;
     return;
   }
-  hz_heap_free_full_bin(heap, page, p);
+  hz_heap_free_full_bin(p, heap, page);
 }
 
 /* A pointer that is not ours is reported and never written to; on our own
  * pages p must be a block start (a multiply and a compare) before it goes
  * into the bin. */
 HZ_INLINE void hz_heap_free(void *p) {
-  unsigned page_shift = hz_segment_page_shift_of(p);
+  unsigned page_shift = hz_segment_page_shift_near(p);
   if (HZ_UNLIKELY(page_shift == 0)) {
-    if (p != NULL)
-      hz_check_report("invalid free", p, "not allocated by hakozuna");
+    if (p != NULL) hz_thread_free_slow(p, hz_heap_current(), NULL, NULL);
     return;
   }
   hz_segment_t *seg = hz_segment_base(p);
@@ -246,7 +245,7 @@ HZ_INLINE void hz_heap_free(void *p) {
       return;
     }
   }
-  hz_thread_free_slow(heap, seg, page, p);
+  hz_thread_free_slow(p, heap, seg, page);
 }
 
 /* The profiler is on: count down to a first sample in every class. */

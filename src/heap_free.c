@@ -102,7 +102,7 @@ hz_block_t *hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg,
 void hz_heap_free_block(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
   heap->bins[page->class_id].frees++;
   if (hz_page_heap(page) == heap) {
-    hz_heap_free_full_bin(heap, page, block);
+    hz_heap_free_full_bin(block, heap, page);
     return;
   }
   hz_heap_enter(heap);

@@ -221,7 +221,10 @@ static hz_segment_t *map_region(size_t map_size, size_t map_align,
   seg->zeroed = 1;
   seg->touched = HZ_SEGMENT_HEADER_SIZE;
   hz_segment_guard(seg, map_size);
-  hz_segment_register(seg);
+  if (!hz_segment_register(seg)) {
+    hz_os_unmap(seg, map_size);
+    return NULL;
+  }
   return seg;
 }
 
@@ -338,6 +341,10 @@ static hz_segment_t *region_grow(hz_segment_t *seg, size_t map_size) {
   }
   uint8_t *to = hz_os_map_aligned(map_size, HZ_SEGMENT_SIZE);
   if (to == NULL) return NULL;
+  if (!hz_segment_map_reserve(to)) {
+    hz_os_unmap(to, map_size);
+    return NULL;
+  }
   /* Forget the old address while it is still ours: once mremap has moved
    * the mapping, another thread may map and register a segment there. */
   hz_segment_unregister(seg);

@@ -111,8 +111,8 @@ void hz_os_unmap(void *addr, size_t size) {
  * range (2-4 TiB, its start varied per process) handed out in order, so
  * the kernel usually places them exactly there and no trimming munmap is
  * needed. The hint wraps at the end of the range. */
-#define OS_HINT_BASE ((uintptr_t)2 << 40)
-#define OS_HINT_SPAN ((uintptr_t)2 << 40)
+#define OS_HINT_BASE HZ_ARENA_BASE
+#define OS_HINT_SPAN HZ_ARENA_SIZE
 static _Atomic uintptr_t os_hint_next;
 
 static uintptr_t os_hint_take(size_t size, size_t align) {

@@ -16,8 +16,7 @@ unsigned hz_remote_push(hz_inbox_t *inbox, hz_block_t *first,
   }
 }
 
-unsigned hz_remote_push_one(hz_inbox_t *inbox, hz_block_t *block,
-                            size_t size) {
+unsigned hz_remote_push_one(hz_inbox_t *inbox, hz_block_t *block, size_t size) {
   hz_block_t **skip = hz_remote_skip_slot(block, size);
   if (skip != NULL) *skip = NULL;
   return hz_remote_push(inbox, block, block);

@@ -44,15 +44,56 @@ static _Atomic uint64_t purge_next_due = UINT64_MAX;
 static _Atomic size_t dirty_bytes;
 static int segment_huge = -1; /* THP backs our segments (-1: not known) */
 
-static void segment_map_set(hz_segment_t *seg, uint8_t entry) {
-  size_t index = (uintptr_t)seg >> HZ_SEGMENT_SHIFT;
-  atomic_store_explicit(&hz_segment_map[index], entry, memory_order_release);
+/* The second map: FAR_LEAVES pointers to pages of FAR_LEAF entries, each
+ * page mapped when the first segment of its 16 GiB is registered and kept. */
+#define FAR_LEAF   ((size_t)4096)
+#define FAR_LEAVES (((size_t)1 << (47 - HZ_SEGMENT_SHIFT)) / FAR_LEAF)
+static _Atomic(_Atomic uint8_t *) far_leaves[FAR_LEAVES];
+
+unsigned hz_segment_page_shift_far(const void *p) {
+  size_t index = ((uintptr_t)p - 1) >> HZ_SEGMENT_SHIFT;
+  if (index >= FAR_LEAVES * FAR_LEAF) return 0; /* NULL included */
+  _Atomic uint8_t *leaf =
+      atomic_load_explicit(&far_leaves[index / FAR_LEAF], memory_order_acquire);
+  if (leaf == NULL) return 0;
+  return atomic_load_explicit(&leaf[index % FAR_LEAF], memory_order_relaxed);
 }
 
-void hz_segment_register(hz_segment_t *seg) {
+/* Where the entry of a segment lives; NULL when its page of the second map
+ * cannot be had (with `make`, a new one is mapped). */
+static _Atomic uint8_t *segment_map_entry(const hz_segment_t *seg, bool make) {
+  size_t index = (uintptr_t)seg >> HZ_SEGMENT_SHIFT;
+  if (index < HZ_SEGMENT_MAP_ENTRIES) return &hz_segment_map[index];
+  _Atomic(_Atomic uint8_t *) *slot = &far_leaves[index / FAR_LEAF];
+  _Atomic uint8_t *leaf = atomic_load_explicit(slot, memory_order_acquire);
+  if (leaf == NULL && make) {
+    _Atomic uint8_t *fresh = hz_os_map(FAR_LEAF);
+    if (fresh == NULL) return NULL;
+    if (atomic_compare_exchange_strong_explicit(
+            slot, &leaf, fresh, memory_order_acq_rel, memory_order_acquire))
+      leaf = fresh;
+    else
+      hz_os_unmap(fresh, FAR_LEAF); /* another thread's page won */
+  }
+  return leaf != NULL ? &leaf[index % FAR_LEAF] : NULL;
+}
+
+static void segment_map_set(hz_segment_t *seg, uint8_t entry) {
+  _Atomic uint8_t *at = segment_map_entry(seg, false);
+  HZ_ASSERT(at != NULL);
+  atomic_store_explicit(at, entry, memory_order_release);
+}
+
+bool hz_segment_map_reserve(const void *seg) {
+  return segment_map_entry(seg, true) != NULL;
+}
+
+bool hz_segment_register(hz_segment_t *seg) {
   HZ_ASSERT(seg->page_shift != 0);
+  if (segment_map_entry(seg, true) == NULL) return false;
   segment_map_set(seg, seg->page_shift);
   atomic_fetch_add_explicit(&segment_live, 1, memory_order_relaxed);
+  return true;
 }
 
 void hz_segment_unregister(hz_segment_t *seg) {
@@ -159,7 +200,10 @@ static hz_segment_t *segment_new(hz_segment_kind_t kind) {
     hz_os_huge_pages(seg, HZ_SEGMENT_SIZE, false);
   hz_segment_guard(seg, HZ_SEGMENT_SIZE);
   segment_format(seg, kind);
-  hz_segment_register(seg);
+  if (!hz_segment_register(seg)) {
+    hz_os_unmap(seg, HZ_SEGMENT_SIZE);
+    return NULL;
+  }
   seg->all_next = segment_all;
   if (segment_all != NULL) segment_all->all_prev = seg;
   segment_all = seg;

@@ -62,9 +62,17 @@ _Static_assert(HZ_SEGMENT_SIZE / HZ_SLICE_SIZE == 64, "one bit per slice");
 #define HZ_SEGMENT_META_SIZE   ((size_t)8 << 10)
 #define HZ_GUARD_SIZE          (HZ_SECURE ? (size_t)4096 : 0)
 #define HZ_SEGMENT_HEADER_SIZE (HZ_SEGMENT_META_SIZE + HZ_GUARD_SIZE)
-#define HZ_SEGMENT_MAP_ENTRIES ((size_t)1 << (47 - HZ_SEGMENT_SHIFT))
+/* The map: one byte per segment of the address space below the arena
+ * range's end (config.h), 1 MiB; the segments the kernel placed above it
+ * are found through a second, two-level map of the whole 47-bit address
+ * space, slower and off the free fast path. */
+#define HZ_SEGMENT_MAP_ENTRIES                                                 \
+  ((HZ_ARENA_BASE + HZ_ARENA_SIZE) >> HZ_SEGMENT_SHIFT)
 
 extern _Atomic uint8_t hz_segment_map[HZ_SEGMENT_MAP_ENTRIES];
+
+/* The map entry of p above the first map's reach (0: not ours). */
+unsigned hz_segment_page_shift_far(const void *p);
 
 /* Segments waiting for their purge, in due order, linked by
  * purge_next/purge_prev: the segment box keeps one for segments with dirty
@@ -91,6 +99,15 @@ HZ_INLINE hz_segment_t *hz_segment_base(const void *p) {
 /* The map entry of the segment p would belong to: its page_shift when
  * it is one of ours, 0 when not (NULL included). */
 HZ_INLINE unsigned hz_segment_page_shift_of(const void *p) {
+  size_t index = ((uintptr_t)p - 1) >> HZ_SEGMENT_SHIFT;
+  if (HZ_UNLIKELY(index >= HZ_SEGMENT_MAP_ENTRIES))
+    return hz_segment_page_shift_far(p);
+  return atomic_load_explicit(&hz_segment_map[index], memory_order_relaxed);
+}
+
+/* The same from the first map alone (one load): 0 also for our segments
+ * above its reach, which the caller then looks up with the above. */
+HZ_INLINE unsigned hz_segment_page_shift_near(const void *p) {
   size_t index = ((uintptr_t)p - 1) >> HZ_SEGMENT_SHIFT;
   if (HZ_UNLIKELY(index >= HZ_SEGMENT_MAP_ENTRIES)) return 0;
   return atomic_load_explicit(&hz_segment_map[index], memory_order_relaxed);
@@ -128,8 +145,12 @@ hz_segment_t *hz_segment_of_page(const hz_page_t *page);
  * bytes (after the header, and the last page) inaccessible. */
 void hz_segment_guard(hz_segment_t *seg, size_t map_size);
 
-/* Large blocks: a segment header in front of one mapping. */
-void hz_segment_register(hz_segment_t *seg);
+/* Large blocks: a segment header in front of one mapping. Registering
+ * fails only when a segment outside the arena range needs a page of the
+ * second map and the kernel refuses it. */
+bool hz_segment_register(hz_segment_t *seg);
+/* Make sure a segment at `seg` could be registered (false: it cannot). */
+bool hz_segment_map_reserve(const void *seg);
 void hz_segment_unregister(hz_segment_t *seg);
 
 /* fork support: hold / release the segment lock around fork(). */

@@ -428,8 +428,22 @@ void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap) {
 
 /* A thread that only frees gets a heap too, so its frees travel home in
  * batches like any other; past its exit handler it has none. */
-void hz_thread_free_slow(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
-                         void *p) {
+/* A free the first segment map does not know: one of our segments above
+ * its reach (then the generic path), or a pointer that is not ours. */
+static bool thread_free_far(void *p, hz_segment_t **seg, hz_page_t **page) {
+  unsigned page_shift = hz_segment_page_shift_of(p);
+  if (page_shift == 0) {
+    hz_check_report("invalid free", p, "not allocated by hakozuna");
+    return false;
+  }
+  *seg = hz_segment_base(p);
+  *page = hz_segment_page_at(*seg, p, page_shift);
+  return true;
+}
+
+void hz_thread_free_slow(void *p, hz_heap_t *heap, hz_segment_t *seg,
+                         hz_page_t *page) {
+  if (seg == NULL && !thread_free_far(p, &seg, &page)) return;
   hz_block_t *block = hz_heap_free_generic(heap, seg, page, p);
   if (block == NULL) return;
   heap = hz_thread_attach_for_free();

@@ -130,12 +130,14 @@ static void large_then_bigger(void) {
 enum { THREADS = 4 };
 static void **thread_blocks[THREADS];
 static size_t thread_count[THREADS];
-static pthread_barrier_t barrier;
+static pthread_barrier_t barrier, started;
 
 static void *thread_main(void *arg) {
   int id = (int)(intptr_t)arg;
   void **mine = thread_blocks[id];
   size_t n = 0;
+  /* Every thread exists (its stack mapped) before any fills the limit. */
+  pthread_barrier_wait(&started);
   for (; n < MAX_BLOCKS / THREADS; n++) {
     mine[n] = xmalloc(512 + (size_t)(n % 7) * 1000);
     if (mine[n] == NULL) break;
@@ -153,9 +155,11 @@ static void threads_cross_free(void) {
   for (int i = 0; i < THREADS; i++)
     thread_blocks[i] = blocks + (size_t)i * (MAX_BLOCKS / THREADS);
   pthread_barrier_init(&barrier, NULL, THREADS);
+  pthread_barrier_init(&started, NULL, THREADS + 1);
   for (int i = 0; i < THREADS; i++)
     if (pthread_create(&th[i], NULL, thread_main, (void *)(intptr_t)i) != 0)
       child_fail("pthread_create");
+  pthread_barrier_wait(&started);
   for (int i = 0; i < THREADS; i++)
     pthread_join(th[i], NULL);
   void *p = xmalloc(10 * MiB);

@@ -657,11 +657,11 @@ static void case_zero_on_free(void) {
  * The cases and what each variant must do
  * ------------------------------------------------------------------------- */
 typedef enum {
-  OUT_ABORT,    /* SIGABRT after one matching line */
-  OUT_SEGV,     /* SIGSEGV, no line */
-  OUT_REPORTED, /* exit 0 after one matching line */
+  OUT_ABORT,         /* SIGABRT after one matching line */
+  OUT_SEGV,          /* SIGSEGV, no line */
+  OUT_REPORTED,      /* exit 0 after one matching line */
   OUT_REPORTED_EACH, /* exit 0 after at least one line, all matching */
-  OUT_CLEAN     /* exit 0, no line */
+  OUT_CLEAN          /* exit 0, no line */
 } outcome_t;
 
 typedef struct case_s {
@@ -684,8 +684,8 @@ typedef struct case_s {
 #define INTERIOR                                                               \
   E "invalid free (not at the start of a block) of %s (size class "
 #define WRITE_AFTER_FREE E "write after free of %s (size class "
-#define CORRUPT_LIST E "corrupted free list (a freed block was overwritten) of "
-#define SIZED        E "sized delete mismatch (freed as 16 bytes) of %s (size class "
+#define CORRUPT_LIST     E "corrupted free list (a freed block was overwritten) of "
+#define SIZED            E "sized delete mismatch (freed as 16 bytes) of %s (size class "
 #define INTERIOR_REALLOC                                                       \
   E "invalid realloc (not at the start of a block) of %s (size class "
 #define INTERIOR_USABLE                                                        \
@@ -749,8 +749,8 @@ static const case_t cases[] = {
      OUT_REPORTED_EACH, WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL},
     {"flip.cross_thread_64", case_flip_cross_64, SEC | DBG | REL, OUT_ABORT,
      OUT_REPORTED_EACH, WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL},
-    {"flip.cross_thread_1024", case_flip_cross_1024, SEC | DBG | REL,
-     OUT_ABORT, OUT_REPORTED_EACH, WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL},
+    {"flip.cross_thread_1024", case_flip_cross_1024, SEC | DBG | REL, OUT_ABORT,
+     OUT_REPORTED_EACH, WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL},
     {"overflow.1_byte", case_overflow_1, DBG, OUT_ABORT, 0,
      E "heap overflow of %s (block of 100 bytes overrun by 1 bytes; size "
        "class ",

@@ -10,7 +10,7 @@ source "$(dirname "$0")/script_util.sh"
 
 mkdir -p "$WORK/src" "$WORK/shims"
 if [ -d "$SRC/.git" ]; then
-  (cd "$SRC" && git ls-files -z | xargs -0 cp --parents -t "$WORK/src")
+  (cd "$SRC" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$WORK/src")
 else
   (cd "$SRC" && tar --exclude=./build -cf - .) | (cd "$WORK/src" && tar -xf -)
 fi

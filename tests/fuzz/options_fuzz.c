@@ -48,14 +48,13 @@ static bool model_word(const char *t, long *out) {
   return false;
 }
 
-/* An optional sign, decimal digits, then (bytes only) an optional K, M or
- * G, each optionally followed by i and then B, in any case; the value
- * must fit a long. */
+/* Decimal digits with no sign and no leading zero ("0" aside), then (bytes
+ * only) an optional K, M or G, each optionally followed by i and then B,
+ * in any case; the value must fit a long. */
 static bool model_number(const char *t, bool suffix_ok, long *out) {
-  bool negative = *t == '-';
-  if (*t == '-' || *t == '+') t++;
   if (!isdigit((unsigned char)*t)) return false;
-  unsigned long long v = 0, limit = (unsigned long long)LONG_MAX + negative;
+  if (t[0] == '0' && isdigit((unsigned char)t[1])) return false;
+  unsigned long long v = 0, limit = (unsigned long long)LONG_MAX;
   for (; isdigit((unsigned char)*t); t++) {
     unsigned digit = (unsigned)(*t - '0');
     if (v > (limit - digit) / 10) return false;
@@ -72,7 +71,7 @@ static bool model_number(const char *t, bool suffix_ok, long *out) {
   if (*t != 0) return false;
   if (v > limit >> shift) return false;
   v <<= shift;
-  *out = negative ? (long)(0 - v) : (long)v;
+  *out = (long)v;
   return true;
 }
 
@@ -84,10 +83,13 @@ static bool model_parse(const char *t, hz_option_kind_t kind, long *out) {
     if (!model_number(t, false, &v) || (v != 0 && v != 1)) return false;
     break;
   case HZ_OPTION_BYTES:
-    if (!model_number(t, true, &v) || v < 0) return false;
+    if (!model_number(t, true, &v)) return false;
     break;
   case HZ_OPTION_MS:
-    if (!model_number(t, false, &v) || v < -1) return false;
+    if (strcmp(t, "-1") == 0)
+      v = -1;
+    else if (!model_number(t, false, &v))
+      return false;
     break;
   default: return false;
   }
@@ -126,9 +128,12 @@ static void check_json(const char *path) {
     if (!seen && !isspace(c)) first = c, seen = true;
     if (!isspace(c)) last = c;
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
     if (c == '"') in_string = true;

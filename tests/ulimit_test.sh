@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Under an address-space limit (ulimit -v), hakozuna runs what glibc runs:
+# every program below that runs under glibc with a limit of N MiB, N >= 64,
+# also runs with hakozuna preloaded (and hakozuna is really loaded: the
+# loader once refused the preload at 30 MiB and the program ran on glibc
+# without a word). Below 64 MiB what fails is not counted, but a program
+# that runs must run on hakozuna.
+# Usage: ulimit_test.sh BUILD_DIR
+BUILD=$(realpath "$1")
+LIB=$BUILD/libhakozuna.so
+FILL=$BUILD/tests/limit_fill
+source "$(dirname "$0")/script_util.sh"
+
+printf 'b\na\nc\n' >"$WORK/lines"
+programs=("ls /" "/usr/bin/python3 -c 'print(1)'" "sort $WORK/lines"
+          "sh -c 'echo x | tr x y'" "git --version")
+
+# under MIB COMMAND...: run COMMAND with the limit; its exit code.
+under() {
+  local mib=$1
+  shift
+  (ulimit -v $((mib * 1024)) && "$@")
+}
+
+for mib in 30 48 64 96; do
+  for program in "${programs[@]}"; do
+    command -v "${program%% *}" >/dev/null || continue
+    under "$mib" sh -c "$program" >/dev/null 2>&1 || continue # glibc cannot
+    if ! under "$mib" env HZ_VERBOSE=1 LD_PRELOAD="$LIB" sh -c "$program" \
+        >/dev/null 2>"$WORK/err"; then
+      [ "$mib" -ge 64 ] &&
+        fail "ulimit -v ${mib} MiB: '$program' fails with hakozuna: $(grep -v 'option HZ_' "$WORK/err" | head -2)"
+    elif ! grep -q "^hakozuna: option" "$WORK/err"; then
+      fail "ulimit -v ${mib} MiB: '$program' ran without hakozuna"
+    fi
+  done
+  pass "ulimit -v ${mib} MiB: what runs under glibc runs under hakozuna"
+done
+
+finish ulimit
