@@ -8,9 +8,10 @@
  *     offset by a key made of a per-process secret and the block's address,
  *     so a use after free that writes a freed block cannot aim the next
  *     malloc at an address of its choosing, and one that changes a few bits
- *     of it sends the link far outside its page. A decoded link that leaves its
- * page (or, on an inbox list, our blocks) is reported; release drops the rest
- *     of that list (its blocks are lost, no other is) and goes on.
+ *     of it sends the link far outside its page. A decoded link that
+ *     leaves its page (or, on an inbox list, our blocks) is reported;
+ *     release drops the rest of that list (its blocks are lost, no other
+ *     is) and goes on.
  *
  * Secure adds, keyed by the same per-process secret:
  *   - free marks: while a block is free, its second word holds a mark made
