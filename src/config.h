@@ -33,9 +33,9 @@
 #define HZ_SEGMENT_MASK  (HZ_SEGMENT_SIZE - 1)
 
 /* The range of address space segments are placed in when the kernel
- * allows (os box: aligned mappings are asked for there first, in order):
- * the segment map covers it with one byte per segment, so "is this ours"
- * is one load there, and pointers elsewhere take a slower lookup. */
+ * allows (os box: aligned mappings are asked for there first, in order).
+ * The segment map has one byte per segment up to its end, so "is this
+ * ours" is one load there; pointers above take a slower lookup. */
 #define HZ_ARENA_BASE ((uintptr_t)2 << 40)
 #define HZ_ARENA_SIZE ((uintptr_t)2 << 40)
 

@@ -337,8 +337,6 @@ void hz_prof_moved(const void *from, void *to, size_t size) {
 /* ---------------------------------------------------------------------------
  * Start, fork, exit
  * ------------------------------------------------------------------------- */
-/* libunwind, loaded only now (a program that never profiles never loads
- * it), its symbols kept to ourselves (it also defines backtrace). */
 /* A program without a program interpreter (PT_INTERP) is linked
  * statically: a library loaded into it would bring a second C library,
  * and libunwind crashes there. */
@@ -351,6 +349,8 @@ static bool program_is_static(void) {
   return true;
 }
 
+/* libunwind, loaded only now (a program that never profiles never loads
+ * it), its symbols kept to ourselves (it also defines backtrace). */
 static bool load_unwinder(void) {
   if (program_is_static()) {
     hz_os_message("HZ_PROF needs a dynamically linked program (it loads "

@@ -90,8 +90,9 @@ bool hz_segment_map_reserve(const void *seg) {
 
 bool hz_segment_register(hz_segment_t *seg) {
   HZ_ASSERT(seg->page_shift != 0);
-  if (segment_map_entry(seg, true) == NULL) return false;
-  segment_map_set(seg, seg->page_shift);
+  _Atomic uint8_t *at = segment_map_entry(seg, true);
+  if (at == NULL) return false;
+  atomic_store_explicit(at, seg->page_shift, memory_order_release);
   atomic_fetch_add_explicit(&segment_live, 1, memory_order_relaxed);
   return true;
 }

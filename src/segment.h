@@ -146,8 +146,8 @@ hz_segment_t *hz_segment_of_page(const hz_page_t *page);
 void hz_segment_guard(hz_segment_t *seg, size_t map_size);
 
 /* Large blocks: a segment header in front of one mapping. Registering
- * fails only when a segment outside the arena range needs a page of the
- * second map and the kernel refuses it. */
+ * fails only when a segment above the first map's reach needs a page of
+ * the second map and the kernel refuses it. */
 bool hz_segment_register(hz_segment_t *seg);
 /* Make sure a segment at `seg` could be registered (false: it cannot). */
 bool hz_segment_map_reserve(const void *seg);

@@ -426,8 +426,6 @@ void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap) {
   return HZ_LIKELY(p != NULL) ? p : thread_retry(heap, size, 0, false);
 }
 
-/* A thread that only frees gets a heap too, so its frees travel home in
- * batches like any other; past its exit handler it has none. */
 /* A free the first segment map does not know: one of our segments above
  * its reach (then the generic path), or a pointer that is not ours. */
 static bool thread_free_far(void *p, hz_segment_t **seg, hz_page_t **page) {
@@ -441,6 +439,8 @@ static bool thread_free_far(void *p, hz_segment_t **seg, hz_page_t **page) {
   return true;
 }
 
+/* A thread that only frees gets a heap too, so its frees travel home in
+ * batches like any other; past its exit handler it has none. */
 void hz_thread_free_slow(void *p, hz_heap_t *heap, hz_segment_t *seg,
                          hz_page_t *page) {
   if (seg == NULL && !thread_free_far(p, &seg, &page)) return;

@@ -391,6 +391,14 @@ static void poison(void **blocks, int n, uintptr_t aim) {
   }
 }
 
+/* No block among the n taken (all of `size` bytes, all live) twice. */
+static void expect_distinct(void **taken, int n, size_t size) {
+  qsort(taken, (size_t)n, sizeof taken[0], by_address);
+  for (int i = 1; i < n; i++)
+    if (taken[i] == taken[i - 1])
+      child_fail("malloc(%zu) handed out %p twice", size, taken[i]);
+}
+
 /* Take STEER_TAKEN blocks of `size`: none may be the aim, none the block
  * `keep` (live), and no two the same. */
 static void take_after_poison(size_t size, const void *aim, const void *keep) {
@@ -406,10 +414,7 @@ static void take_after_poison(size_t size, const void *aim, const void *keep) {
     memset(p, 0x5A, size);
     steer_taken[i] = p;
   }
-  qsort(steer_taken, STEER_TAKEN, sizeof steer_taken[0], by_address);
-  for (int i = 1; i < STEER_TAKEN; i++)
-    if (steer_taken[i] == steer_taken[i - 1])
-      child_fail("malloc handed out %p twice", steer_taken[i]);
+  expect_distinct(steer_taken, STEER_TAKEN, size);
 }
 
 static void steer_page_list(size_t size) {
@@ -489,10 +494,7 @@ static void flip_after_free(size_t size, uintptr_t bit, bool other_thread) {
       child_fail("malloc(%zu) failed after the flips", size);
     memset(flip_taken[i], 0x5A, size);
   }
-  qsort(flip_taken, FLIP_TAKEN, sizeof flip_taken[0], by_address);
-  for (int i = 1; i < FLIP_TAKEN; i++)
-    if (flip_taken[i] == flip_taken[i - 1])
-      child_fail("malloc(%zu) handed out %p twice", size, flip_taken[i]);
+  expect_distinct(flip_taken, FLIP_TAKEN, size);
   live_verify();
 }
 
@@ -694,6 +696,14 @@ typedef struct case_s {
 
 static void random_order_after(const case_t *c, const char *notes);
 
+/* A spoilt free list, every variant: secure and debug stop at the first
+ * sign, release reports each list it drops and goes on. */
+#define STEERED(name, run)                                                     \
+  {                                                                            \
+    name, run, SEC | DBG | REL, OUT_ABORT, OUT_REPORTED_EACH,                  \
+        WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL                             \
+  }
+
 static const case_t cases[] = {
     {"double_free.immediate", case_df_immediate, SEC | DBG, OUT_ABORT, 0,
      DOUBLE_FREE, NULL, NULL, NULL},
@@ -737,20 +747,13 @@ static const case_t cases[] = {
      OUT_REPORTED, NOT_OURS, NULL, NULL, NULL},
     {"write_after_free", case_write_after_free, SEC | DBG, OUT_ABORT, 0,
      WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL},
-    {"steer.page_list_64", case_steer_64, SEC | DBG | REL, OUT_ABORT,
-     OUT_REPORTED_EACH, WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL},
-    {"steer.page_list_1024", case_steer_1024, SEC | DBG | REL, OUT_ABORT,
-     OUT_REPORTED_EACH, WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL},
-    {"steer.cross_thread", case_steer_cross_thread, SEC | DBG | REL, OUT_ABORT,
-     OUT_REPORTED_EACH, WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL},
-    {"flip.page_list_64", case_flip_64, SEC | DBG | REL, OUT_ABORT,
-     OUT_REPORTED_EACH, WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL},
-    {"flip.page_list_32", case_flip_32, SEC | DBG | REL, OUT_ABORT,
-     OUT_REPORTED_EACH, WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL},
-    {"flip.cross_thread_64", case_flip_cross_64, SEC | DBG | REL, OUT_ABORT,
-     OUT_REPORTED_EACH, WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL},
-    {"flip.cross_thread_1024", case_flip_cross_1024, SEC | DBG | REL, OUT_ABORT,
-     OUT_REPORTED_EACH, WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL},
+    STEERED("steer.page_list_64", case_steer_64),
+    STEERED("steer.page_list_1024", case_steer_1024),
+    STEERED("steer.cross_thread", case_steer_cross_thread),
+    STEERED("flip.page_list_64", case_flip_64),
+    STEERED("flip.page_list_32", case_flip_32),
+    STEERED("flip.cross_thread_64", case_flip_cross_64),
+    STEERED("flip.cross_thread_1024", case_flip_cross_1024),
     {"overflow.1_byte", case_overflow_1, DBG, OUT_ABORT, 0,
      E "heap overflow of %s (block of 100 bytes overrun by 1 bytes; size "
        "class ",
