@@ -234,11 +234,17 @@ static size_t block_offset(size_t align) {
                                   : HZ_SEGMENT_SIZE;
 }
 
-/* Bytes to map for `need`: the class size, so cached mappings fit any
- * request of their class; exact when too big to be cached anyway. */
+/* Bytes to map for `need`: rounded up to a 32nd of its power of two (at
+ * most 3% more address space than asked, so a program under an address
+ * space limit fits nearly as much as with exact mappings), which lets a
+ * cached mapping serve slightly smaller requests; exact when too big to be
+ * cached anyway. */
 static size_t mapping_size(size_t need) {
   if (need > cache_cap()) return need;
-  return class_size(class_ceil(need));
+  unsigned e = 63u - (unsigned)__builtin_clzll(need);
+  size_t step = (size_t)1 << (e - 5);
+  if (step < hz_os_page_size()) step = hz_os_page_size();
+  return HZ_ALIGN_UP(need, step);
 }
 
 void *hz_large_alloc(size_t size, size_t align, bool zero) {

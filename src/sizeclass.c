@@ -5,7 +5,9 @@
 /* 1..8: 16..128 by 16; then 4 per doubling: 160 192 224 256 | 320 ...,
  * except 8 from 4 KiB to 8 KiB, where a page-sized buffer with a small
  * header (4096 + 272 in sqlite's page cache) would otherwise waste a
- * sixth of its block. */
+ * sixth of its block, and 16 (by 8 KiB) from 128 KiB to 256 KiB, where a
+ * block is a twentieth of its segment and a quarter's waste would be felt
+ * in the address space a program fits under a limit. */
 // clang-format off
 #define CLASS_SIZES(X)                                                         \
   X(16) X(32) X(48) X(64) X(80) X(96) X(112) X(128)                            \
@@ -15,7 +17,9 @@
   X(4608) X(5120) X(5632) X(6144) X(6656) X(7168) X(7680) X(8192)              \
   X(10240) X(12288) X(14336) X(16384) X(20480) X(24576) X(28672) X(32768)      \
   X(40960) X(49152) X(57344) X(65536) X(81920) X(98304) X(114688) X(131072)    \
-  X(163840) X(196608) X(229376) X(262144)
+  X(139264) X(147456) X(155648) X(163840) X(172032) X(180224) X(188416)        \
+  X(196608) X(204800) X(212992) X(221184) X(229376) X(237568) X(245760)        \
+  X(253952) X(262144)
 // clang-format on
 
 #define SIZE_ENTRY(s) s,
@@ -56,4 +60,15 @@ const uint8_t hz_class_lut[HZ_CLASS_LUT_MAX / 16 + 1] = {
     R32(33) R32(34) R32(35) R32(36)     /* ..8192 */
     R128(37) R128(38) R128(39) R128(40) /* ..16384 */
     R256(41) R256(42) R256(43) R256(44) /* ..32768 */
+};
+
+/* Entry i is the class of sizes 8192 * i + 1 .. 8192 * (i + 1); the first
+ * four, where classes are finer, hold the class of the range's largest size
+ * and are not read (the table above covers those sizes). */
+const uint8_t hz_class_lut_wide[HZ_SMALL_MAX >> 13] = {
+    36, 40, 42, 44,                         /* ..32768 */
+    45, 46, 47, 48,                         /* ..65536 */
+    49, 49, 50, 50, 51, 51, 52, 52,         /* ..131072 */
+    53, 54, 55, 56, 57, 58, 59, 60,         /* ..196608 */
+    61, 62, 63, 64, 65, 66, 67, 68,         /* ..262144 */
 };

@@ -2,8 +2,8 @@
  *
  * Classes step by 16 bytes up to 128, then four classes per power of two
  * (at most 25% internal waste) up to HZ_SMALL_MAX, eight from 4 KiB to
- * 8 KiB (12.5%). Class 0 is unused so that
- * a zero-initialised class id means "none". */
+ * 8 KiB (12.5%) and sixteen from 128 KiB to 256 KiB (6.25%). Class 0 is
+ * unused so that a zero-initialised class id means "none". */
 #ifndef HZ_SIZECLASS_H
 #define HZ_SIZECLASS_H
 
@@ -12,7 +12,7 @@
 
 #include "config.h"
 
-#define HZ_CLASS_COUNT   57 /* classes 1..56; 56 is 256 KiB */
+#define HZ_CLASS_COUNT   69 /* classes 1..68; 52 is 128 KiB, 68 256 KiB */
 #define HZ_CLASS_LUT_MAX 32768
 
 extern const uint8_t hz_class_lut[HZ_CLASS_LUT_MAX / 16 + 1];
@@ -21,14 +21,12 @@ extern const uint32_t hz_class_block_size[HZ_CLASS_COUNT];
  * half) and its power of two (high half), for hz_sizeclass_block_index. */
 extern const uint64_t hz_class_divisor[HZ_CLASS_COUNT];
 
-/* Above 8 KiB: four classes per power of two; 8193..10240 is class 37
- * (the table covers sizes up to HZ_CLASS_LUT_MAX, this formula all sizes
- * above 8 KiB). */
+/* hz_class_lut_wide[(size - 1) >> 13] for 32 KiB < size <= 256 KiB: every
+ * class there is a multiple of 8 KiB. */
+extern const uint8_t hz_class_lut_wide[HZ_SMALL_MAX >> 13];
+
 HZ_INLINE uint8_t hz_sizeclass_of_large(size_t size) {
-  size_t s = size - 1;
-  unsigned bit = 63u - (unsigned)__builtin_clzll(s); /* 2^bit <= s */
-  unsigned quarter = (unsigned)(s >> (bit - 2)) & 3u;
-  return (uint8_t)(37 + (bit - 13) * 4 + quarter);
+  return hz_class_lut_wide[(size - 1) >> 13];
 }
 
 /* Class for a request of `size` bytes, 1 <= size <= HZ_SMALL_MAX. */

@@ -152,12 +152,13 @@ static void test_hit(void) {
   if (p == NULL) return;
   hz_segment_t *seg = hz_segment_of(p);
   CHECK(seg != NULL && seg->kind == HZ_SEGMENT_LARGE);
-  CHECK(map_size_of(p) == MiB + 256 * KiB); /* 1 MiB + header: next class */
-  CHECK(hz_large_usable_size(seg, p) == MiB + 256 * KiB - HEADER);
+  /* 1 MiB + header, rounded up to a 32nd of 1 MiB */
+  CHECK(map_size_of(p) == MiB + 32 * KiB);
+  CHECK(hz_large_usable_size(seg, p) == MiB + 32 * KiB - HEADER);
   memset(p, 0x5A, MiB);
   large_free(p);
   CHECK(is_cached(p));
-  CHECK(cached_regions() == 1 && cached_bytes() == MiB + 256 * KiB);
+  CHECK(cached_regions() == 1 && cached_bytes() == MiB + 32 * KiB);
 
   hz_os_stats_t s0 = os_stats();
   unsigned char *q = hz_large_alloc(MiB, 0, false);
@@ -382,7 +383,7 @@ static bool filled(const unsigned char *p, size_t n, unsigned seed) {
   return true;
 }
 
-/* A fresh 1 MiB block (1.25 MiB mapping) with `room` bytes of free address
+/* A fresh 1 MiB block (1 MiB + 32 KiB mapping) with `room` bytes of free address
  * space after its mapping; NULL if none turned up. */
 static unsigned char *block_with_room(size_t room) {
   for (int i = 0; i < 32; i++) {
@@ -401,8 +402,8 @@ static unsigned char *block_with_room(size_t room) {
 
 static void test_realloc(void) {
   CHECK(cached_regions() == 0);
-  /* Growth in place: 1.25 MiB -> 2.5 MiB mapping. */
-  unsigned char *p = block_with_room(MiB + 256 * KiB);
+  /* Growth in place: 1 MiB + 32 KiB -> 2 MiB + 64 KiB mapping. */
+  unsigned char *p = block_with_room(MiB + 32 * KiB);
   CHECK_MSG(p != NULL, "no block with free address space after it");
   if (p == NULL) return;
   hz_segment_t *seg = hz_segment_of(p);
@@ -413,12 +414,12 @@ static void test_realloc(void) {
   CHECK(q != NULL);
   if (q == NULL) return;
   CHECK_MSG(q == p, "grew by moving although the space after was free");
-  CHECK(map_size_of(q) == 2 * MiB + 512 * KiB);
+  CHECK(map_size_of(q) == 2 * MiB + 64 * KiB);
   CHECK(hz_large_usable_size(hz_segment_of(q), q) ==
-        2 * MiB + 512 * KiB - HEADER);
+        2 * MiB + 64 * KiB - HEADER);
   CHECK(s1.mremap_calls == s0.mremap_calls + 1);
   CHECK(s1.mmap_calls == s0.mmap_calls && s1.munmap_calls == s0.munmap_calls);
-  CHECK(s1.mapped_bytes == s0.mapped_bytes + MiB + 256 * KiB);
+  CHECK(s1.mapped_bytes == s0.mapped_bytes + MiB + 32 * KiB);
   CHECK(filled(q, MiB, 1));
   q[2 * MiB - 1] = 1; /* the new part is writable */
   if (q != p) return;
@@ -439,14 +440,14 @@ static void test_realloc(void) {
   CHECK(((uintptr_t)q - HEADER) % HZ_SEGMENT_SIZE == 0);
   CHECK(is_unmapped(p));
   CHECK(hz_segment_of(q) != NULL && hz_large_owns(hz_segment_of(q), q));
-  CHECK(map_size_of(q) == 7 * MiB);
+  CHECK(map_size_of(q) == 6 * MiB + 128 * KiB);
   CHECK(filled(q, 2 * MiB, 2));
   CHECK(s1.mremap_calls == s0.mremap_calls + 1);
   CHECK(s1.mmap_calls == s0.mmap_calls + 1); /* the destination only */
-  CHECK_MSG(s1.mapped_bytes == s0.mapped_bytes + 7 * MiB - 5 * MiB / 2,
+  CHECK_MSG(s1.mapped_bytes == s0.mapped_bytes + 4 * MiB + 64 * KiB,
             "mapped %zu -> %zu bytes: more than the growth", s0.mapped_bytes,
             s1.mapped_bytes);
-  CHECK(hz_stats_large_live_bytes() == live0 + 7 * MiB - 5 * MiB / 2);
+  CHECK(hz_stats_large_live_bytes() == live0 + 4 * MiB + 64 * KiB);
   CHECK(cached_regions() == 0);
   q[6 * MiB - 1] = 1;
 
@@ -459,7 +460,7 @@ static void test_realloc(void) {
   CHECK(map_size_of(r) == 3 * MiB + HEADER);
   CHECK(hz_large_usable_size(seg, r) == 3 * MiB);
   CHECK(s1.mremap_calls == s0.mremap_calls + 1);
-  CHECK(s1.mapped_bytes == s0.mapped_bytes - (4 * MiB - HEADER));
+  CHECK(s1.mapped_bytes == s0.mapped_bytes - (3 * MiB + 128 * KiB - HEADER));
   CHECK(filled(r, 2 * MiB, 2));
   /* Not below half: nothing changes. */
   s0 = os_stats();
@@ -491,7 +492,7 @@ static void test_realloc(void) {
 /* ---------------------------------------------------------------------------
  * Zero requests
  * ------------------------------------------------------------------------- */
-#define ZSIZE (3 * MiB) /* a 3.5 MiB mapping */
+#define ZSIZE (3 * MiB) /* a 3 MiB + 64 KiB mapping */
 
 static void test_zero(void) {
   CHECK(cached_regions() == 0);
@@ -521,7 +522,7 @@ static void test_zero(void) {
   hz_large_purge(hz_os_now_ms(), true);
   hz_os_stats_t s1 = os_stats();
   CHECK(s1.madvise_calls == s0.madvise_calls + 1);
-  CHECK(s1.purged_bytes == s0.purged_bytes + ZSIZE + MiB / 2 - HEADER);
+  CHECK(s1.purged_bytes == s0.purged_bytes + ZSIZE + 64 * KiB - HEADER);
   q = hz_large_alloc(ZSIZE, 0, true);
   CHECK(q == p);
   CHECK_MSG(resident_pages(q, ZSIZE) == 0,
