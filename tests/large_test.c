@@ -383,8 +383,8 @@ static bool filled(const unsigned char *p, size_t n, unsigned seed) {
   return true;
 }
 
-/* A fresh 1 MiB block (1 MiB + 32 KiB mapping) with `room` bytes of free address
- * space after its mapping; NULL if none turned up. */
+/* A fresh 1 MiB block (1 MiB + 32 KiB mapping) with `room` bytes of free
+ * address space after its mapping; NULL if none turned up. */
 static unsigned char *block_with_room(size_t room) {
   for (int i = 0; i < 32; i++) {
     unsigned char *p = hz_large_alloc(MiB, 0, false);
