@@ -235,8 +235,9 @@ static void check_borrow(size_t map, borrow_t expect) {
 static void test_best_fit(void) {
   check_borrow(1280 * KiB, TAKEN);     /* class 9: 1 above */
   check_borrow(1792 * KiB, TAKEN);     /* class 11: 3 above */
-  check_borrow(2 * MiB, NOT_TAKEN);    /* class 12: 4 above */
-  check_borrow(2560 * KiB, NOT_TAKEN); /* class 13: 5 above */
+  check_borrow(2 * MiB, TAKEN);        /* class 12: 4 above */
+  check_borrow(4 * MiB, TAKEN);        /* class 16: 8 above */
+  check_borrow(5 * MiB, NOT_TAKEN);    /* class 17: 9 above */
   check_borrow(768 * KiB, GROWN);      /* class 6: 2 below */
   check_borrow(512 * KiB, GROWN);      /* class 4: 4 below */
   check_borrow(448 * KiB, NOT_TAKEN);  /* class 3: 5 below */
@@ -311,7 +312,7 @@ static void test_cap(void) {
   CHECK(cached_bytes() == CAP && cached_regions() == 6);
 
   /* A class of its own: the mapping just freed is its class's oldest. */
-  void *c = alloc_mapping(4 * MiB);
+  void *c = alloc_mapping(MiB);
   large_free(c);
   CHECK(is_unmapped(c));
   CHECK(cached_bytes() == CAP && cached_regions() == 6);
