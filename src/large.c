@@ -15,12 +15,11 @@
  * pages still resident instead of faulting fresh ones in) and takes the
  * one with the fewest pages left to fault in (its touched extent), the
  * smaller on a tie; one below its size is grown with mremap. Mappings never
- * ask for huge pages. Over the byte
- * cap, the oldest mappings of the class just freed to go first, then the
- * oldest of the largest classes. Cached mappings are purged
- * (their memory given back, the mapping kept) after the purge delay, in
- * the order they were freed. One mutex guards the cache; no madvise,
- * mmap or munmap runs under it. */
+ * ask for huge pages. Over the byte cap, the oldest mappings of the class
+ * just freed go first, then the oldest of the largest classes. Cached
+ * mappings are purged (their memory given back, the mapping kept) after
+ * the purge delay, in the order they were freed. One mutex guards the
+ * cache; no madvise, mmap or munmap runs under it. */
 #include "large.h"
 
 #include <errno.h>
