@@ -17,9 +17,11 @@
  * smaller on a tie; one below its size is grown with mremap. Mappings never
  * ask for huge pages. Over the byte cap, the oldest mappings of the class
  * just freed go first, then the oldest of the largest classes. Cached
- * mappings are purged (their memory given back, the mapping kept) after
- * the purge delay, in the order they were freed. One mutex guards the
- * cache; no madvise, mmap or munmap runs under it. */
+ * mappings are purged (their memory given back, the mapping kept) in the
+ * order they were freed, once the purge delay has passed and as far as
+ * the program's large-block demand has fallen (see Demand below), or at a
+ * cache miss over LARGE_DIRTY_KEEP. One mutex guards the cache; no
+ * madvise, mmap or munmap runs under it. */
 #include "large.h"
 
 #include <errno.h>
@@ -54,6 +56,19 @@ static size_t large_dirty_bytes; /* cached and not yet purged */
 /* Cached mappings not yet purged, oldest first (by purge_next/prev). */
 static hz_segment_queue_t dirty_queue;
 static _Atomic uint64_t large_next_due = UINT64_MAX;
+
+/* Demand: the bytes of the distinct large mappings the program took (from
+ * the cache or fresh, growth included; a mapping taken again in the same
+ * half delay counts once) in the current half purge delay and in the one
+ * before it. Due mappings stay cached while the dirty bytes fit under what
+ * was taken in that half to whole delay: a program that keeps using that
+ * much large memory takes them again. Past it, the oldest are purged, and
+ * what stays is looked at again when the next half delay begins. A program
+ * that stops allocating large blocks gets all of it back a delay later;
+ * one that loops on one block keeps no more than that block's worth. */
+static size_t demand_taken[2]; /* [0]: this half delay, [1]: the last one */
+static uint64_t demand_epoch;  /* the clock in half delays, of [0] */
+static uint64_t demand_hold_until; /* no purge before (due mappings held) */
 
 /* ---------------------------------------------------------------------------
  * Size classes
@@ -93,9 +108,48 @@ static void dirty_append(hz_segment_t *seg, uint64_t due) {
 }
 
 static void publish_next_due(void) {
-  atomic_store_explicit(&large_next_due,
-                        hz_segment_queue_next_due(&dirty_queue),
-                        memory_order_relaxed);
+  uint64_t due = hz_segment_queue_next_due(&dirty_queue);
+  if (due != UINT64_MAX && due < demand_hold_until) due = demand_hold_until;
+  atomic_store_explicit(&large_next_due, due, memory_order_relaxed);
+}
+
+/* ---------------------------------------------------------------------------
+ * Demand (under large_lock)
+ * ------------------------------------------------------------------------- */
+static uint64_t demand_half_delay(void) {
+  long delay = hz_option(HZ_OPTION_PURGE_DELAY_MS);
+  return delay > 1 ? (uint64_t)delay / 2 : 1;
+}
+
+/* Move the counts on to the half delay `now` falls in. */
+static void demand_roll(uint64_t now) {
+  uint64_t epoch = now / demand_half_delay();
+  if (epoch == demand_epoch) return;
+  demand_taken[1] = epoch == demand_epoch + 1 ? demand_taken[0] : 0;
+  demand_taken[0] = 0;
+  demand_epoch = epoch;
+}
+
+/* The program took seg (once per half delay) and `grown` bytes more. */
+static void demand_take(hz_segment_t *seg, size_t grown, uint64_t now) {
+  demand_roll(now);
+  if (seg->demand_epoch != demand_epoch + 1) {
+    seg->demand_epoch = demand_epoch + 1; /* 0: never counted */
+    demand_taken[0] += seg->map_size - grown;
+  }
+  demand_taken[0] += grown;
+}
+
+static void demand_take_locked(hz_segment_t *seg, size_t grown) {
+  hz_lock(&large_lock);
+  demand_take(seg, grown, hz_os_now_ms());
+  hz_unlock(&large_lock);
+}
+
+/* Dirty bytes the recent demand may take again. */
+static size_t demand_allowance(uint64_t now) {
+  demand_roll(now);
+  return demand_taken[0] + demand_taken[1];
 }
 
 static void cache_unlink(hz_segment_t *seg) {
@@ -165,6 +219,7 @@ static hz_segment_t *cache_take(size_t need) {
   }
   if (best != NULL) {
     cache_unlink(best);
+    demand_take(best, 0, hz_os_now_ms());
     publish_next_due();
   }
   hz_unlock(&large_lock);
@@ -183,8 +238,12 @@ static void purge_dirty_over(size_t keep);
 static hz_segment_t *cache_reuse(size_t need) {
   hz_segment_t *seg = cache_take(need);
   if (seg == NULL || seg->map_size >= need) return seg;
+  size_t old_size = seg->map_size;
   hz_segment_t *grown = region_grow(seg, mapping_size(need));
-  if (grown == NULL) unmap_region(seg);
+  if (grown == NULL)
+    unmap_region(seg);
+  else
+    demand_take_locked(grown, grown->map_size - old_size);
   return grown;
 }
 static void unmap_region(hz_segment_t *seg) {
@@ -271,6 +330,8 @@ void *hz_large_alloc(size_t size, size_t align, bool zero) {
       errno = ENOMEM;
       return NULL;
     }
+    seg->demand_epoch = 0;
+    demand_take_locked(seg, 0);
     block = (uint8_t *)seg + offset;
   }
   seg->zeroed = 0;
@@ -387,6 +448,7 @@ void *hz_large_realloc(hz_segment_t *seg, void *p, size_t size) {
   hz_segment_t *grown = region_grow(seg, mapping_size(need));
   if (grown == NULL) return NULL;
   hz_stats_count_large_resize(old_size, grown->map_size);
+  demand_take_locked(grown, grown->map_size - old_size);
   hz_page_set_start(&grown->pages[0], (uint8_t *)grown + offset);
   grown->touched = offset + size;
   return hz_page_start(&grown->pages[0]);
@@ -419,11 +481,19 @@ static void purge_oldest_locked(void) {
   hz_unlock(&large_lock);
 }
 
+/* Purge the due mappings the recent demand would not take again, oldest
+ * first (all of them with `force`). */
 uint64_t hz_large_purge(uint64_t now, bool force) {
   for (;;) {
     hz_lock(&large_lock);
     hz_segment_t *seg = dirty_queue.first;
-    if (seg == NULL || (!force && seg->purge_due > now)) {
+    bool due = seg != NULL && (force || seg->purge_due <= now);
+    if (due && !force && large_dirty_bytes <= demand_allowance(now)) {
+      demand_hold_until = (demand_epoch + 1) * demand_half_delay();
+      publish_next_due();
+      due = false;
+    }
+    if (!due) {
       hz_unlock(&large_lock);
       return atomic_load_explicit(&large_next_due, memory_order_relaxed);
     }

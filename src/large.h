@@ -27,8 +27,10 @@ bool hz_large_was_freed(const hz_segment_t *seg, const void *p);
  * cannot (p is unchanged then). */
 void *hz_large_realloc(hz_segment_t *seg, void *p, size_t size);
 
-/* Purge cached mappings freed at least the purge delay ago (all when
- * `force`); returns when the next one falls due (UINT64_MAX: none). */
+/* Purge cached mappings freed at least the purge delay ago, as far as the
+ * large-block demand of the last half to whole delay could not take them
+ * again (all when `force`); returns when the next one falls due
+ * (UINT64_MAX: none). */
 uint64_t hz_large_purge(uint64_t now, bool force);
 /* Unmap every cached mapping: address space back too, not only memory. */
 void hz_large_unmap_cached(void);

@@ -36,6 +36,7 @@ typedef struct hz_segment_s {
   uint8_t zeroed;  /* large: the block area reads as zeros */
   size_t map_size; /* bytes mapped from the segment start (large blocks) */
   size_t touched;  /* large: bytes from the start that may be resident */
+  uint64_t demand_epoch; /* large: last half delay its bytes counted in */
   /* 64 KiB slices: held by an allocated page, or free but maybe resident
    * (dirty). A dirty segment is on the purge list until purge_due. */
   uint64_t used_slices;

@@ -1,0 +1,146 @@
+/* large_demand_test — freed large memory stays resident while the program
+ * keeps allocating large blocks, and comes back once it stops.
+ *
+ * The program alternates two phases of about 1.5 purge delays each: with
+ * a 16 MiB buffer and without it. All the while, every 5 ms, it replaces
+ * one of CHURN_SLOTS blocks of 4 MiB in turn (the new one allocated before
+ * the old one is freed, so the blocks move through CHURN_SLOTS + 1
+ * mappings), and its large-block demand never falls. The buffer's mapping
+ * therefore waits in the cache longer than the purge delay; a cache that
+ * purges on the delay alone gives its pages back and faults all 4096 in
+ * again at every return (the library before this test). After WARMUP
+ * cycles, the minor faults (getrusage) of taking and writing the buffer
+ * must average under FAULT_BUDGET pages. Then the program frees everything
+ * and stops allocating: within WAIT_DELAYS purge delays (the purge thread
+ * runs, as a second thread is alive) RSS must be back within RSS_SLACK of
+ * the start. CTest sets HZ_PURGE_DELAY_MS=100 and HZ_THP=0 (a fault is one
+ * page). */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "check.h"
+#include "test_util.h"
+
+#define MiB          ((size_t)1 << 20)
+#define BUFFER       (16 * MiB)
+#define CHURN        (4 * MiB)
+#define CHURN_MS     5
+#define CHURN_SLOTS  6
+#define CYCLES       6
+#define WARMUP       2
+#define FAULT_BUDGET 256 /* pages per return of the buffer (4096: refaulted) */
+#define WAIT_DELAYS  4
+#define RSS_SLACK    (16 * MiB)
+
+static long minor_faults(void) {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+static long purge_delay_ms(void) {
+  const char *text = getenv("HZ_PURGE_DELAY_MS");
+  return text != NULL && atol(text) > 0 ? atol(text) : 100;
+}
+
+static char *churn_block[CHURN_SLOTS];
+static void *volatile small_block; /* the main thread's heap */
+
+/* Replace a 4 MiB block every CHURN_MS for `ms`. */
+static void churn_for(long ms) {
+  static unsigned next;
+  for (long t = 0; t < ms; t += CHURN_MS) {
+    char *block = malloc(CHURN);
+    CHECK(block != NULL);
+    if (block != NULL) memset(block, 1, CHURN);
+    free(churn_block[next]);
+    churn_block[next] = block;
+    next = (next + 1) % CHURN_SLOTS;
+    sleep_ms(CHURN_MS);
+  }
+}
+
+/* The second thread that lets the purge thread run: it only waits. */
+static pthread_mutex_t stop_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stop_cond = PTHREAD_COND_INITIALIZER;
+static int stop;
+
+static void *idle_thread(void *arg) {
+  (void)arg;
+  void *volatile p = malloc(64);
+  free(p);
+  pthread_mutex_lock(&stop_lock);
+  while (!stop)
+    pthread_cond_wait(&stop_cond, &stop_lock);
+  pthread_mutex_unlock(&stop_lock);
+  return NULL;
+}
+
+int main(void) {
+  long delay = purge_delay_ms();
+  long phase = delay * 3 / 2;
+  /* Both threads take a heap (a small block each): the purge thread runs
+   * once two threads hold one. */
+  small_block = malloc(64);
+  pthread_t idle;
+  pthread_create(&idle, NULL, idle_thread, NULL);
+  size_t rss0 = test_rss_bytes();
+
+  long faults = 0;
+  for (int cycle = 0; cycle < CYCLES; cycle++) {
+    long before = minor_faults();
+    char *buffer = malloc(BUFFER);
+    CHECK(buffer != NULL);
+    if (buffer == NULL) return check_report("large_demand");
+    memset(buffer, 2, BUFFER);
+    if (cycle >= WARMUP) faults += minor_faults() - before;
+    churn_for(phase);
+    free(buffer);
+    churn_for(phase);
+  }
+  double per_return = (double)faults / (CYCLES - WARMUP);
+  printf("large_demand: %.0f page faults per return of a 16 MiB buffer "
+         "after %ld ms away (purge delay %ld ms; budget %d)\n",
+         per_return, phase, delay, FAULT_BUDGET);
+  CHECK_MSG(per_return <= FAULT_BUDGET,
+            "the buffer's pages were given back while large allocation went "
+            "on: %.0f faults per return",
+            per_return);
+
+  for (int i = 0; i < CHURN_SLOTS; i++)
+    free(churn_block[i]);
+  free(small_block);
+  size_t rss = test_rss_bytes();
+  int waited = 0;
+  while (waited < WAIT_DELAYS && rss > rss0 + RSS_SLACK) {
+    sleep_ms(delay);
+    waited++;
+    rss = test_rss_bytes();
+  }
+  printf("large_demand: RSS %.1f MiB at the start, %.1f MiB %d purge delays "
+         "after the last free\n",
+         (double)rss0 / (double)MiB, (double)rss / (double)MiB, waited);
+  if (TEST_RSS_ENFORCED)
+    CHECK_MSG(rss <= rss0 + RSS_SLACK,
+              "RSS %.1f MiB %d purge delays after the program stopped "
+              "allocating, %.1f MiB at the start",
+              (double)rss / (double)MiB, waited, (double)rss0 / (double)MiB);
+
+  pthread_mutex_lock(&stop_lock);
+  stop = 1;
+  pthread_cond_signal(&stop_cond);
+  pthread_mutex_unlock(&stop_lock);
+  pthread_join(idle, NULL);
+  return check_report("large_demand");
+}
