@@ -181,12 +181,18 @@ static inline void bench_result(const char *name, const char *fmt, ...) {
   fflush(stdout);
 }
 
-/* Touch every page of a block so its memory is really used. */
-static inline void bench_touch(void *p, size_t size) {
+/* Write a block's first byte, every `stride` bytes after it and its last
+ * byte: with a 4 KiB stride every page is really used. */
+static inline void bench_touch_every(void *p, size_t size, size_t stride) {
   volatile char *c = p;
-  for (size_t i = 0; i < size; i += 4096)
+  for (size_t i = 0; i < size; i += stride)
     c[i] = (char)i;
   if (size > 0) c[size - 1] = 1;
+}
+
+/* Touch every page of a block so its memory is really used. */
+static inline void bench_touch(void *p, size_t size) {
+  bench_touch_every(p, size, 4096);
 }
 
 #endif

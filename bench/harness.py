@@ -58,7 +58,8 @@ Sets (see --list for the exact commands and the time estimate)
             threads pinned round-robin to the CPUs (ids ending in /pinned),
             and every other
             benchmark and variant (random_mixed uniform, mid_large_mt,
-            vm_mixed, kv with 1M keys, string_builder, json, mir, thread_churn,
+            vm_mixed, malloc_large sparse (5-25 MiB blocks written every
+            64 KiB), kv with 1M keys, string_builder, json, mir, thread_churn,
             long_run, rss_plateau 1 GiB with and without malloc_trim,
             prodcons with 4 producers and 12 consumers); 10 runs.
   Each mt_remote run does a fixed total of operations per lane and R (ITERS
@@ -225,6 +226,8 @@ OTHER = [
     ("mir",          "",         [It(20000)], 1.7, False),
     # malloc_large ITERS LIVE (secs)
     ("malloc_large", "",         [It(200), 20], 0.8, True),
+    # the same blocks written sparsely: the first byte and every 64 KiB
+    ("malloc_large", "sparse",   [It(2000), 20, 65536], 0.3, False),
     # rss_plateau THREADS TOTAL_MB IDLE_MS TRIM (secs + RSS per phase)
     ("rss_plateau",  "512MB",    [4, 512, 1000, 0], 1.3, True),
     ("rss_plateau",  "1GB",      [4, 1024, 2000, 0], 2.5, False),

@@ -8,9 +8,10 @@
 #include "slots.h"
 
 static const char usage[] =
-    "usage: vm_mixed [ITERS] [WS]\n"
+    "usage: vm_mixed [ITERS] [WS] [STRIDE]\n"
     "  ITERS  measured iterations     (default 100000)\n"
     "  WS     working-set slots       (default 32)\n"
+    "  STRIDE bytes between writes    (default 4096: every page)\n"
     "One thread. WS slots are filled first (untimed); each iteration picks\n"
     "a random slot, frees its block, mallocs a new 512 KiB..2 MiB block and\n"
     "touches every page of it (bench_touch). Seed is fixed (1).\n"
