@@ -20,21 +20,25 @@ What it does
      with the allocator switched by LD_PRELOAD (glibc = no preload) and a
      timeout; its stdout line starting "bench=" is parsed (key=value pairs,
      ops/s= higher is better or secs= lower is better, peak_rss_kb=, extra
-     keys). A non-zero exit or a signal is recorded as CRASH, a timeout as
-     TIMEOUT, output without a parsable result line as ERROR; those appear in
-     every table, never silently dropped.
+     keys), and the run's minor page faults (getrusage of the children:
+     the benchmark and the processes it waited for) are added to them as
+     minor_faults. A non-zero exit or a signal is recorded as CRASH, a
+     timeout as TIMEOUT, output without a parsable result line as ERROR;
+     those appear in every table, never silently dropped.
   4. Writes results/<YYYY-MM-DD>-<short commit>/ (relative to the repo root;
      -2, -3 ... appended if it exists; --out overrides):
        raw.csv      one row per run (case, benchmark, params, allocator, run,
-                    status, metric, value, peak_rss_kb, every extra key,
-                    wall time, command)
+                    status, metric, value, peak_rss_kb, every extra key
+                    with minor_faults, wall time, command)
        summary.csv  per case x allocator: n, median, min, max, mean, CV%,
                     95% CI of the mean (Student t) and of the median (order
                     statistics, n >= 6), peak RSS median, ratio hakozuna vs
-                    this allocator (>1 = hakozuna better, for ops/s and secs)
+                    this allocator (>1 = hakozuna better, for ops/s and secs),
+                    the median of every extra key (median_minor_faults)
        summary.md   header (date, commit, command, parameters, machine, peer
                     versions), per-family tables with the best allocator and
-                    "hakozuna loses to X by Y%" notes, a detailed table,
+                    "hakozuna loses to X by Y%" notes, a detailed table
+                    (with peak RSS and minor faults),
                     failures, charts
        meta.json    the header as JSON
        *.png        one chart per benchmark family plus ratios.png
@@ -105,6 +109,7 @@ import math
 import os
 import platform
 import re
+import resource
 import shlex
 import signal
 import statistics
@@ -353,6 +358,16 @@ def fmt_kb(v):
     return "%d KiB" % v
 
 
+def fmt_count(v):
+    if not isinstance(v, (int, float)):
+        return "-"
+    if v >= 1e6:
+        return "%.2fM" % (v / 1e6)
+    if v >= 1e4:
+        return "%.1fk" % (v / 1e3)
+    return "%d" % v
+
+
 def to_num(s):
     try:
         if re.fullmatch(r"[-+]?\d+", s):
@@ -459,6 +474,9 @@ def parse_result(stdout):
 def run_once(cmd, env, timeout):
     """Run one benchmark process; return a dict describing the outcome."""
     t0 = time.monotonic()
+    # Runs are one at a time: the children's fault count grows by this
+    # run's (the benchmark and every process it waited for).
+    faults0 = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
     p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, env=env, cwd=REPO,
                          start_new_session=True)
@@ -516,6 +534,8 @@ def run_once(cmd, env, timeout):
     if kv is None:
         res["status"], res["note"] = "ERROR", "no bench= line in output"
         return res
+    kv["minor_faults"] = str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
+                             - faults0)
     res["kv"] = kv
     if "ops/s" in kv and to_num(kv["ops/s"]) is not None:
         res["metric"], res["value"] = "ops/s", float(kv["ops/s"])
@@ -1167,7 +1187,8 @@ def write_summary_md(path, meta, summary, allocs, skipped_allocs, skipped_cases,
     L.append("## Detailed statistics")
     L.append("")
     head = ["case", "allocator", "ok/runs", "median", "min", "max", "CV%",
-            "95% CI of mean", "peak RSS (median)", "hakozuna vs this"]
+            "95% CI of mean", "peak RSS (median)", "minor faults (median)",
+            "hakozuna vs this"]
     trs = []
     for c, metric, cr in summary:
         for a in names:
@@ -1182,6 +1203,7 @@ def write_summary_md(path, meta, summary, allocs, skipped_allocs, skipped_cases,
                         fmt_num(d.get("min"), metric), fmt_num(d.get("max"), metric),
                         "-" if d.get("cv_pct") is None else "%.1f" % d["cv_pct"], ci,
                         fmt_kb(d.get("peak_rss_kb_median")),
+                        fmt_count(d["extras"].get("minor_faults")),
                         "-" if d["ratio"] is None else "%.3f" % d["ratio"]])
     L.append(md_table(head, trs))
     L.append("")

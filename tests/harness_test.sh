@@ -2,8 +2,10 @@
 # The benchmark harness: mt_remote runs with threads left to the scheduler
 # by default (BENCH_NO_PIN=1) and pinned only in --full's /pinned cases;
 # --peers-dir adds every lib*.so of a folder as a peer named after the
-# file, and meta.json records each allocator's file and size; a missing
-# --peers-dir is noted and skipped.
+# file, and meta.json records each allocator's file and size; every run's
+# minor page faults are in raw.csv (a benchmark that touches memory takes
+# some) and in summary.md's detailed table; a missing --peers-dir is noted
+# and skipped.
 # Usage: harness_test.sh SOURCE_DIR BUILD_DIR
 SRC=$(realpath "$1")
 BUILD=$(realpath "$2")
@@ -24,6 +26,16 @@ raw="$WORK/out/raw.csv"
 [ "$(grep -c ',ok,' "$raw" 2>/dev/null)" = 2 ] ||
   fail "expected 2 ok runs (hakozuna, peer-a) in raw.csv: $(cat "$raw" 2>/dev/null)"
 grep -q 'peer-a' "$raw" 2>/dev/null || fail "no peer-a row in raw.csv"
+/usr/bin/python3 - "$raw" <<'PY' ||
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+faults = [r.get("minor_faults") or "" for r in rows]
+ok = rows and all(f.isdigit() and int(f) > 0 for f in faults)
+sys.exit(0 if ok else "minor_faults in raw.csv: %s" % faults)
+PY
+  fail "raw.csv lacks the runs' minor faults"
+grep -q 'minor faults (median)' "$WORK/out/summary.md" ||
+  fail "summary.md's detailed table has no minor-fault column"
 [ "$(grep -c 'BENCH_NO_PIN=1 LD_PRELOAD=' "$raw" 2>/dev/null)" = 2 ] ||
   fail "the default mt_remote runs are not unpinned: $(cut -c1-300 "$raw")"
 /usr/bin/python3 - "$WORK/out/meta.json" "$WORK/peers/libpeer-a.so" <<'PY' ||
