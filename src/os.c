@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -373,6 +374,29 @@ size_t hz_os_peak_rss(void) {
   int saved = errno;
   unsigned long kb = 0;
   int fields = sscanf(line + 6, "%lu", &kb);
+  errno = saved;
+  return fields == 1 ? (size_t)kb << 10 : 0;
+}
+
+void hz_os_faults(uint64_t *minor, uint64_t *major) {
+  struct rusage usage;
+  int saved = errno;
+  if (getrusage(RUSAGE_SELF, &usage) != 0)
+    memset(&usage, 0, sizeof usage);
+  errno = saved;
+  *minor = (uint64_t)usage.ru_minflt;
+  *major = (uint64_t)usage.ru_majflt;
+}
+
+size_t hz_os_huge_bytes(void) {
+  char buf[2048];
+  if (!os_read_small_file("/proc/self/smaps_rollup", buf, sizeof buf))
+    return 0;
+  const char *line = strstr(buf, "AnonHugePages:");
+  if (line == NULL) return 0;
+  int saved = errno;
+  unsigned long kb = 0;
+  int fields = sscanf(line + 14, "%lu", &kb);
   errno = saved;
   return fields == 1 ? (size_t)kb << 10 : 0;
 }

@@ -83,6 +83,11 @@ int hz_os_report_fd(void);
  * unknown). */
 size_t hz_os_rss(void);
 size_t hz_os_peak_rss(void);
+/* Page faults of the process so far (getrusage: every thread). */
+void hz_os_faults(uint64_t *minor, uint64_t *major);
+/* Anonymous memory of the process backed by transparent huge pages, in
+ * bytes (AnonHugePages of /proc/self/smaps_rollup; 0 if unknown). */
+size_t hz_os_huge_bytes(void);
 
 /* Create (or truncate) the file at path and write the text to it; false
  * on any error. */

@@ -235,7 +235,12 @@ void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
       (unsigned long long)os.mremap_calls, (unsigned long long)os.madvise_calls,
       os.mapped_bytes, os.purged_bytes);
   size_t rss = hz_os_rss();
-  hz_os_print("  rss            %zu bytes (peak %zu)\n", rss, peak_rss(rss));
+  uint64_t minor, major;
+  hz_os_faults(&minor, &major);
+  hz_os_print("  rss            %zu bytes (peak %zu), %zu in huge pages; "
+              "%llu minor and %llu major page faults\n",
+              rss, peak_rss(rss), hz_os_huge_bytes(),
+              (unsigned long long)minor, (unsigned long long)major);
   report_sync(h, m);
   report_classes(h);
 }
@@ -304,6 +309,8 @@ bool hz_stats_write_json(const char *path, const hz_heap_summary_t *h,
   static json_t j; /* 16 KiB: not on a thread's stack */
   j.len = 0;
   size_t rss = hz_os_rss();
+  uint64_t minor, major;
+  hz_os_faults(&minor, &major);
   hz_os_stats_t os;
   hz_os_counts(&os);
   const hz_heap_stats_t *c = &h->counters;
@@ -338,10 +345,12 @@ bool hz_stats_write_json(const char *path, const hz_heap_summary_t *h,
       "  \"os\": {\"mmap\": %llu, \"munmap\": %llu, \"mremap\": %llu, "
       "\"madvise\": %llu, \"mapped_bytes\": %zu, \"purged_bytes\": "
       "%zu},\n"
-      "  \"rss_bytes\": %zu, \"peak_rss_bytes\": %zu\n}\n",
+      "  \"rss_bytes\": %zu, \"peak_rss_bytes\": %zu, \"huge_bytes\": %zu,\n"
+      "  \"minor_faults\": %llu, \"major_faults\": %llu\n}\n",
       (unsigned long long)os.mmap_calls, (unsigned long long)os.munmap_calls,
       (unsigned long long)os.mremap_calls, (unsigned long long)os.madvise_calls,
-      os.mapped_bytes, os.purged_bytes, rss, peak_rss(rss));
+      os.mapped_bytes, os.purged_bytes, rss, peak_rss(rss), hz_os_huge_bytes(),
+      (unsigned long long)minor, (unsigned long long)major);
   if (hz_os_write_file(path, j.text, j.len)) return true;
   hz_os_message("warning: could not write the stats to %s", path);
   return false;

@@ -35,6 +35,7 @@
  *     present, segment_locks_per_mop == segment_locks * 1e6 / ops;
  *   - large: allocs >= 6, frees >= 5, live_bytes >= 1 MiB, reuses >= 1;
  *   - os.mmap > 0, os.mapped_bytes > 0, peak_rss_bytes >= rss_bytes > 0,
+ *     0 <= huge_bytes <= rss_bytes, minor_faults > 0, major_faults >= 0,
  *     heaps >= 2, pages_acquired > 0;
  *   - hz_stats_print printed the per-class table header and a row for
  *     class 26 with the same story (allocs >= BLOCKS, ...), and the exit
@@ -43,7 +44,8 @@
  * usage: stats_test [rss]
  *
  * With "rss": the peak RSS is never shown below the RSS shown with it
- * (peak_rss_bytes >= rss_bytes >= 16 MiB after touching 16 MiB), both in
+ * (peak_rss_bytes >= rss_bytes >= 16 MiB after touching 16 MiB, and at
+ * least 8 minor faults: 16 MiB in huge pages at most), both in
  * the JSON of a child that printed no report before exit and in the first
  * hz_stats_print report of another. (The default run calls hz_stats_print
  * before the JSON is written, which hides an ordering problem there: each
@@ -491,6 +493,10 @@ static void check_json(const char *text, const class_t *printed) {
   CHECK_MSG(rss > 0 && peak >= rss,
             "rss_bytes %lld, peak_rss_bytes %lld (want peak >= rss > 0)", rss,
             peak);
+  CHECK_MSG((v = num(all, "huge_bytes")) >= 0 && v <= rss, "huge_bytes %lld",
+            v);
+  CHECK_MSG((v = num(all, "minor_faults")) > 0, "minor_faults %lld", v);
+  CHECK_MSG((v = num(all, "major_faults")) >= 0, "major_faults %lld", v);
   CHECK_MSG((v = num(all, "heaps")) >= 2, "heaps %lld", v);
   CHECK_MSG((v = num(all, "pages_acquired")) > 0, "pages_acquired %lld", v);
 }
@@ -524,6 +530,9 @@ static int rss_main(const char *self) {
               "JSON: rss_bytes %lld, peak_rss_bytes %lld (want peak >= rss "
               ">= 16 MiB)",
               rss, peak);
+    long long faults = num(all, "minor_faults");
+    CHECK_MSG(faults >= 8, "JSON: %lld minor faults after touching 16 MiB",
+              faults);
   }
   unlink(path);
   free(json);
