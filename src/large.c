@@ -130,14 +130,16 @@ static void demand_roll(uint64_t now) {
   demand_epoch = epoch;
 }
 
-/* The program took seg (once per half delay) and `grown` bytes more. */
+/* The program took seg, now `grown` bytes bigger than it was: all of it
+ * counts the first time in a half delay, the growth after that. */
 static void demand_take(hz_segment_t *seg, size_t grown, uint64_t now) {
   demand_roll(now);
-  if (seg->demand_epoch != demand_epoch + 1) {
+  if (seg->demand_epoch == demand_epoch + 1) {
+    demand_taken[0] += grown;
+  } else {
     seg->demand_epoch = demand_epoch + 1; /* 0: never counted */
-    demand_taken[0] += seg->map_size - grown;
+    demand_taken[0] += seg->map_size;
   }
-  demand_taken[0] += grown;
 }
 
 static void demand_take_locked(hz_segment_t *seg, size_t grown) {
@@ -278,6 +280,7 @@ static hz_segment_t *map_region(size_t map_size, size_t map_align,
   seg->map_size = map_size;
   seg->zeroed = 1;
   seg->touched = HZ_SEGMENT_HEADER_SIZE;
+  seg->demand_epoch = 0;
   hz_segment_guard(seg, map_size);
   if (!hz_segment_register(seg)) {
     hz_os_unmap(seg, map_size);
@@ -330,7 +333,6 @@ void *hz_large_alloc(size_t size, size_t align, bool zero) {
       errno = ENOMEM;
       return NULL;
     }
-    seg->demand_epoch = 0;
     demand_take_locked(seg, 0);
     block = (uint8_t *)seg + offset;
   }

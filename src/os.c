@@ -365,17 +365,21 @@ size_t hz_os_rss(void) {
   return fields == 2 ? rss_pages * hz_os_page_size() : 0;
 }
 
-/* VmHWM from /proc/self/status, in kB. */
-size_t hz_os_peak_rss(void) {
+/* The "<key> <n> kB" line of a /proc file, in bytes (0 if not there). */
+static size_t os_read_kb_field(const char *path, const char *key) {
   char buf[2048];
-  if (!os_read_small_file("/proc/self/status", buf, sizeof buf)) return 0;
-  const char *line = strstr(buf, "VmHWM:");
+  if (!os_read_small_file(path, buf, sizeof buf)) return 0;
+  const char *line = strstr(buf, key);
   if (line == NULL) return 0;
   int saved = errno;
   unsigned long kb = 0;
-  int fields = sscanf(line + 6, "%lu", &kb);
+  int fields = sscanf(line + strlen(key), "%lu", &kb);
   errno = saved;
   return fields == 1 ? (size_t)kb << 10 : 0;
+}
+
+size_t hz_os_peak_rss(void) {
+  return os_read_kb_field("/proc/self/status", "VmHWM:");
 }
 
 void hz_os_faults(uint64_t *minor, uint64_t *major) {
@@ -389,16 +393,7 @@ void hz_os_faults(uint64_t *minor, uint64_t *major) {
 }
 
 size_t hz_os_huge_bytes(void) {
-  char buf[2048];
-  if (!os_read_small_file("/proc/self/smaps_rollup", buf, sizeof buf))
-    return 0;
-  const char *line = strstr(buf, "AnonHugePages:");
-  if (line == NULL) return 0;
-  int saved = errno;
-  unsigned long kb = 0;
-  int fields = sscanf(line + 14, "%lu", &kb);
-  errno = saved;
-  return fields == 1 ? (size_t)kb << 10 : 0;
+  return os_read_kb_field("/proc/self/smaps_rollup", "AnonHugePages:");
 }
 
 bool hz_os_write_file(const char *path, const char *text, size_t size) {

@@ -20,8 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <time.h>
 
 #include "check.h"
 #include "test_util.h"
@@ -37,23 +35,6 @@
 #define WAIT_DELAYS  4
 #define RSS_SLACK    (16 * MiB)
 
-static long minor_faults(void) {
-  struct rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_minflt;
-}
-
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-}
-
-static long purge_delay_ms(void) {
-  const char *text = getenv("HZ_PURGE_DELAY_MS");
-  return text != NULL && atol(text) > 0 ? atol(text) : 100;
-}
-
 static char *churn_block[CHURN_SLOTS];
 static void *volatile small_block; /* the main thread's heap */
 
@@ -67,7 +48,7 @@ static void churn_for(long ms) {
     free(churn_block[next]);
     churn_block[next] = block;
     next = (next + 1) % CHURN_SLOTS;
-    sleep_ms(CHURN_MS);
+    test_sleep_ms(CHURN_MS);
   }
 }
 
@@ -88,7 +69,8 @@ static void *idle_thread(void *arg) {
 }
 
 int main(void) {
-  long delay = purge_delay_ms();
+  long delay = test_purge_delay_ms();
+  if (delay <= 0) delay = 100; /* the test needs a delay to wait out */
   long phase = delay * 3 / 2;
   /* Both threads take a heap (a small block each): the purge thread runs
    * once two threads hold one. */
@@ -99,12 +81,12 @@ int main(void) {
 
   long faults = 0;
   for (int cycle = 0; cycle < CYCLES; cycle++) {
-    long before = minor_faults();
+    long before = test_minor_faults();
     char *buffer = malloc(BUFFER);
     CHECK(buffer != NULL);
     if (buffer == NULL) return check_report("large_demand");
     memset(buffer, 2, BUFFER);
-    if (cycle >= WARMUP) faults += minor_faults() - before;
+    if (cycle >= WARMUP) faults += test_minor_faults() - before;
     churn_for(phase);
     free(buffer);
     churn_for(phase);
@@ -124,7 +106,7 @@ int main(void) {
   size_t rss = test_rss_bytes();
   int waited = 0;
   while (waited < WAIT_DELAYS && rss > rss0 + RSS_SLACK) {
-    sleep_ms(delay);
+    test_sleep_ms(delay);
     waited++;
     rss = test_rss_bytes();
   }

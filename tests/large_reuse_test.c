@@ -15,7 +15,6 @@
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 
 #include "check.h"
 #include "test_util.h"
@@ -26,12 +25,6 @@
 #define WARMUP       100
 #define FAULT_BUDGET 16 /* pages per allocation */
 #define RSS_SLACK    (32 * MiB)
-
-static long minor_faults(void) {
-  struct rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_minflt;
-}
 
 static void write_pages(char *p, size_t size) {
   for (size_t i = 0; i < size; i += 4096)
@@ -45,7 +38,7 @@ int main(void) {
   uint64_t rng = 0x9E3779B97F4A7C15u;
   long faults0 = 0;
   for (int round = 0; round < ROUNDS; round++) {
-    if (round == WARMUP) faults0 = minor_faults();
+    if (round == WARMUP) faults0 = test_minor_faults();
     uint64_t r = test_rng_next(&rng);
     int k = (int)((r >> 32) % SLOTS);
     size_t size = 5 * MiB + (size_t)(r & 0xffffffffu) % (20 * MiB + 1);
@@ -56,7 +49,7 @@ int main(void) {
     write_pages(slot[k], size);
   }
   double per_alloc =
-      (double)(minor_faults() - faults0) / (double)(ROUNDS - WARMUP);
+      (double)(test_minor_faults() - faults0) / (double)(ROUNDS - WARMUP);
   printf("large_reuse: %.1f page faults per allocation after warm-up "
          "(budget %d)\n",
          per_alloc, FAULT_BUDGET);

@@ -62,17 +62,6 @@ static double now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-}
-
-static long purge_delay_ms(void) {
-  const char *text = getenv("HZ_PURGE_DELAY_MS");
-  return text != NULL ? strtol(text, NULL, 10) : 100;
-}
-
 static bool rss_within(size_t rss, size_t base, size_t slack) {
   return !TEST_RSS_ENFORCED || rss <= base + slack;
 }
@@ -214,10 +203,10 @@ static void test_delay(long delay) {
   size_t peak = burst(UINT64_C(0x243F6A8885A308D3));
   double t0 = now_ms();
   size_t rss_freed = test_rss_bytes();
-  sleep_ms(3 * delay);
+  test_sleep_ms(3 * delay);
   size_t rss = test_rss_bytes();
   while (!rss_within(rss, rss0, DELAY_SLACK) && now_ms() - t0 < DELAY_WAIT_MS) {
-    sleep_ms(50);
+    test_sleep_ms(50);
     rss = test_rss_bytes();
   }
   double waited = now_ms() - t0;
@@ -299,7 +288,7 @@ static void test_churn(void) {
 
 int main(void) {
   double t0 = now_ms();
-  long delay = purge_delay_ms();
+  long delay = test_purge_delay_ms();
   test_trim();
   test_calloc();
 

@@ -46,11 +46,6 @@ static void *worker(void *arg) {
   return NULL;
 }
 
-static void sleep_ms(long ms) {
-  struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&t, NULL);
-}
-
 int main(int argc, char **argv) {
   unsigned long reports =
       test_arg(argc, argv, 1, 4, 1000, "stats_live_test [reports=4]");
@@ -61,7 +56,7 @@ int main(int argc, char **argv) {
       return 2;
     }
   for (unsigned long r = 0; r < reports; r++) {
-    sleep_ms(50);
+    test_sleep_ms(50);
     hz_stats_print();
   }
   atomic_store(&stop, true);

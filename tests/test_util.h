@@ -1,6 +1,7 @@
-/* Helpers shared by the threaded behaviour tests: a xorshift generator,
- * the process's resident set size, a failure report capped at a number
- * of lines, and the parse of a numeric argument. */
+/* Helpers shared by the behaviour tests: a xorshift generator, the
+ * process's resident set size and minor faults, a sleep, the purge delay
+ * the allocator reads, a failure report capped at a number of lines, and
+ * the parse of a numeric argument. */
 #ifndef HZ_TEST_UTIL_H
 #define HZ_TEST_UTIL_H
 
@@ -10,6 +11,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 /* RSS is not meaningful under a sanitizer (shadow memory, thread
@@ -38,6 +41,26 @@ static inline size_t test_rss_bytes(void) {
   fclose(f);
   if (got != 2) return 0;
   return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Minor page faults of the process so far (getrusage). */
+static inline long test_minor_faults(void) {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+
+/* Sleep ms milliseconds, through interruptions. */
+static inline void test_sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+/* HZ_PURGE_DELAY_MS as set in the environment, or its default (100). */
+static inline long test_purge_delay_ms(void) {
+  const char *text = getenv("HZ_PURGE_DELAY_MS");
+  return text != NULL ? strtol(text, NULL, 10) : 100;
 }
 
 /* One "<test>: FAIL: ..." line on stderr; counts every call in *reports
