@@ -56,12 +56,6 @@ static const double MB = 1024.0 * 1024.0;
  * free: the block escapes here. */
 static void escape(void *p) { __asm__ volatile("" : : "r"(p) : "memory"); }
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static bool rss_within(size_t rss, size_t base, size_t slack) {
   return !TEST_RSS_ENFORCED || rss <= base + slack;
 }
@@ -201,15 +195,15 @@ static void *idle_thread(void *arg) {
 static void test_delay(long delay) {
   size_t rss0 = test_rss_bytes();
   size_t peak = burst(UINT64_C(0x243F6A8885A308D3));
-  double t0 = now_ms();
+  double t0 = test_now_ms();
   size_t rss_freed = test_rss_bytes();
   test_sleep_ms(3 * delay);
   size_t rss = test_rss_bytes();
-  while (!rss_within(rss, rss0, DELAY_SLACK) && now_ms() - t0 < DELAY_WAIT_MS) {
+  while (!rss_within(rss, rss0, DELAY_SLACK) && test_now_ms() - t0 < DELAY_WAIT_MS) {
     test_sleep_ms(50);
     rss = test_rss_bytes();
   }
-  double waited = now_ms() - t0;
+  double waited = test_now_ms() - t0;
   fprintf(stderr,
           "purge_test: delay %ld ms: rss %.1f -> peak %.1f -> %.1f freed -> "
           "%.1f MiB after %.0f ms\n",
@@ -287,7 +281,7 @@ static void test_churn(void) {
 }
 
 int main(void) {
-  double t0 = now_ms();
+  double t0 = test_now_ms();
   long delay = test_purge_delay_ms();
   test_trim();
   test_calloc();
@@ -312,6 +306,6 @@ int main(void) {
   pthread_cond_broadcast(&idle_cond);
   pthread_mutex_unlock(&idle_lock);
   pthread_join(idle, NULL);
-  fprintf(stderr, "purge_test: secs=%.2f\n", (now_ms() - t0) / 1e3);
+  fprintf(stderr, "purge_test: secs=%.2f\n", (test_now_ms() - t0) / 1e3);
   return check_report("purge_test");
 }

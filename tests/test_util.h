@@ -50,6 +50,13 @@ static inline long test_minor_faults(void) {
   return usage.ru_minflt;
 }
 
+/* The monotonic clock in milliseconds. */
+static inline double test_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 /* Sleep ms milliseconds, through interruptions. */
 static inline void test_sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
