@@ -334,7 +334,15 @@ HZ_EXPORT int hz_posix_memalign(void **out, size_t alignment, size_t size) {
 void hz_api_summarize(hz_heap_summary_t *heaps, hz_memory_summary_t *out) {
   hz_thread_summarize(heaps);
   out->segments = hz_segment_count();
-  hz_segment_cached(&out->segments_cached, &out->dirty_bytes);
+  hz_segment_state_t state;
+  hz_segment_state(&state);
+  _Static_assert(HZ_FILL_BUCKETS == HZ_STATS_FILL_BUCKETS, "same buckets");
+  out->segments_cached = state.cached;
+  out->dirty_bytes = state.dirty_bytes;
+  memcpy(out->regions, state.regions, sizeof out->regions);
+  out->huge_regions = state.huge_regions;
+  out->arena_reserved = state.arena_reserved;
+  out->arena_in_use = state.arena_in_use;
   hz_large_cached(&out->large_cached, &out->large_cached_bytes,
                   &out->large_dirty_bytes);
   out->locks_taken[HZ_LOCK_SEGMENT] = hz_segment_lock_taken();

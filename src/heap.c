@@ -93,13 +93,13 @@ void hz_heap_arm_sampling(hz_heap_t *heap) {
  * Spare pages
  * ------------------------------------------------------------------------- */
 static const uint8_t spare_max[HZ_HEAP_SPARE_KINDS] = {
-    [HZ_SEGMENT_SMALL] = 4,  /* 256 KiB */
-    [HZ_SEGMENT_MEDIUM] = 2, /* 256 KiB */
-    [HZ_SEGMENT_WIDE] = 2,   /* 1 MiB */
-    [HZ_SEGMENT_BIG] = 1,
+    [HZ_KIND_SMALL] = 4,  /* 256 KiB */
+    [HZ_KIND_MEDIUM] = 2, /* 256 KiB */
+    [HZ_KIND_WIDE] = 2,   /* 1 MiB */
+    [HZ_KIND_BIG] = 1,
 };
 
-static hz_segment_kind_t page_kind(const hz_page_t *page) {
+static hz_page_kind_t page_kind(const hz_page_t *page) {
   return hz_segment_kind_for(page->block_size);
 }
 
@@ -107,7 +107,7 @@ static hz_segment_kind_t page_kind(const hz_page_t *page) {
  * page is flagged retired: the free fast path leaves it to the generic
  * path, which reports any free to it (all its blocks are free already). */
 static void heap_spare_push(hz_heap_t *heap, hz_page_t *page) {
-  hz_segment_kind_t kind = page_kind(page);
+  hz_page_kind_t kind = page_kind(page);
   if (heap->spare_count[kind] >= spare_max[kind]) {
     hz_segment_page_free(page);
     return;
@@ -120,7 +120,7 @@ static void heap_spare_push(hz_heap_t *heap, hz_page_t *page) {
 }
 
 /* A spare page of `kind`, preferring one already cut for `cls`. */
-static hz_page_t *heap_spare_take(hz_heap_t *heap, hz_segment_kind_t kind,
+static hz_page_t *heap_spare_take(hz_heap_t *heap, hz_page_kind_t kind,
                                   uint8_t cls) {
   hz_page_t **link = &heap->spare[kind];
   if (*link == NULL) return NULL;
@@ -144,6 +144,7 @@ void hz_heap_spare_release(hz_heap_t *heap) {
     }
     heap->spare_count[kind] = 0;
   }
+  hz_segment_set_trim(&heap->segments);
 }
 
 /* ---------------------------------------------------------------------------
@@ -300,14 +301,14 @@ bool hz_heap_has_incoming(hz_heap_t *heap) {
 /* A page for class `cls` with room: a spare page, or a fresh one from the
  * segments. */
 static hz_page_t *heap_new_page(hz_heap_t *heap, uint8_t cls) {
-  hz_segment_kind_t kind = hz_segment_kind_for(hz_sizeclass_block_size(cls));
+  hz_page_kind_t kind = hz_segment_kind_for(hz_sizeclass_block_size(cls));
   hz_page_t *page = heap_spare_take(heap, kind, cls);
   if (page != NULL && page->class_id == cls) {
     hz_page_collect(page);
     if (hz_page_has_room(page)) return page;
   }
   if (page == NULL) {
-    page = hz_segment_page_alloc(kind);
+    page = hz_segment_page_alloc(&heap->segments, kind);
     if (page == NULL) return NULL;
     HZ_SHARED_ADD(heap->stats.pages_acquired, 1);
   }

@@ -47,7 +47,7 @@ typedef enum {
 /* Empty pages a heap keeps per page kind (small, medium, wide, big) so that a
  * class which empties and refills pages does not go through the segment
  * lock (and the kernel) each time. */
-#define HZ_HEAP_SPARE_KINDS 4
+#define HZ_HEAP_SPARE_KINDS HZ_KIND_COUNT
 
 /* Bin capacity: HZ_BIN_SLOTS blocks, or fewer for big blocks so a bin
  * holds at most about HZ_BIN_BYTES. */
@@ -115,6 +115,7 @@ typedef struct hz_heap_s {
   _Alignas(64) hz_inbox_t inbox;
   _Alignas(64) hz_block_t *backlog; /* taken from the inbox, not yet home */
   hz_stash_t stash;                 /* our frees bound for other heaps */
+  hz_segment_set_t segments;             /* where its pages are cut from */
   hz_page_t *spare[HZ_HEAP_SPARE_KINDS]; /* empty pages, linked by next */
   uint8_t spare_count[HZ_HEAP_SPARE_KINDS];
   hz_heap_stats_t stats;
@@ -220,30 +221,41 @@ HZ_INLINE void hz_bin_put(hz_heap_t *heap, hz_bin_t *bin, void **top,
 
 /* A pointer that is not ours is reported and never written to; on our own
  * pages p must be a block start (a multiply and a compare) before it goes
- * into the bin. */
+ * into the bin. Pointers outside the arena (large blocks, segments mapped
+ * on their own under an address-space limit) take the slow path, which
+ * asks the segment map. */
 HZ_INLINE void hz_heap_free(void *p) {
-  unsigned page_shift = hz_segment_page_shift_near(p);
-  if (HZ_UNLIKELY(page_shift == 0)) {
+  if (HZ_UNLIKELY(!hz_arena_holds(p))) {
     if (p != NULL) hz_thread_free_slow(p, hz_heap_current(), NULL, NULL);
     return;
   }
   hz_segment_t *seg = hz_segment_base(p);
-  hz_page_t *page = hz_segment_page_at(seg, p, page_shift);
+  hz_page_t *page = hz_segment_page_at(seg, p, HZ_SLICE_SHIFT);
   hz_heap_t *heap = hz_heap_current();
-  /* One compare: our page, and no flag asks for the slow path. */
-  if (HZ_LIKELY(hz_page_owner_word(page) == (uintptr_t)heap)) {
-    hz_bin_t *bin = &heap->bins[page->class_id];
-    void **top = bin->top;
-    uint32_t offset = (uint32_t)((uintptr_t)p - (uintptr_t)hz_page_start(page));
-    if (HZ_UNLIKELY(hz_sizeclass_index_rotated(bin->inverse, bin->rotate,
-                                               offset) >= page->capacity)) {
-      hz_heap_bad_free(page, p);
+  /* One compare: our page, and no flag asks for the slow path; past the
+   * first slice of a page, one more load finds the page. */
+  uintptr_t word = hz_page_owner_word(page);
+  if (HZ_UNLIKELY(word != (uintptr_t)heap)) {
+    if (word == HZ_PAGE_INTERIOR) {
+      page = page->next;
+      word = hz_page_owner_word(page);
+    }
+    if (word != (uintptr_t)heap) {
+      hz_thread_free_slow(p, heap, seg, page);
       return;
     }
-    if (HZ_LIKELY(hz_check_freeing_fast(p))) {
-      hz_bin_put(heap, bin, top, page, p);
-      return;
-    }
+  }
+  hz_bin_t *bin = &heap->bins[page->class_id];
+  void **top = bin->top;
+  uint32_t offset = (uint32_t)((uintptr_t)p - (uintptr_t)hz_page_start(page));
+  if (HZ_UNLIKELY(hz_sizeclass_index_rotated(bin->inverse, bin->rotate,
+                                             offset) >= page->capacity)) {
+    hz_heap_bad_free(page, p);
+    return;
+  }
+  if (HZ_LIKELY(hz_check_freeing_fast(p))) {
+    hz_bin_put(heap, bin, top, page, p);
+    return;
   }
   hz_thread_free_slow(p, heap, seg, page);
 }

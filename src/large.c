@@ -276,7 +276,6 @@ static hz_segment_t *map_region(size_t map_size, size_t map_align,
   hz_os_huge_pages(seg, map_size, false);
   seg->kind = HZ_SEGMENT_LARGE;
   seg->page_shift = 63;
-  seg->page_count = 1;
   seg->map_size = map_size;
   seg->zeroed = 1;
   seg->touched = HZ_SEGMENT_HEADER_SIZE;

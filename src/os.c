@@ -48,10 +48,12 @@ static bool os_fault(void) {
 #define OS_MMAP(...)    (os_fault() ? MAP_FAILED : mmap(__VA_ARGS__))
 #define OS_MREMAP(...)  (os_fault() ? MAP_FAILED : mremap(__VA_ARGS__))
 #define OS_MADVISE(...) (os_fault() ? -1 : madvise(__VA_ARGS__))
+#define OS_MPROTECT(...) (os_fault() ? -1 : mprotect(__VA_ARGS__))
 #else
 #define OS_MMAP    mmap
 #define OS_MREMAP  mremap
 #define OS_MADVISE madvise
+#define OS_MPROTECT mprotect
 #endif
 
 /* glibc answers from the loader's data: no system call, no allocation. */
@@ -175,6 +177,41 @@ void *hz_os_map_aligned(size_t size, size_t align) {
   return hz_os_map_aligned_at(size, align, 0);
 }
 
+/* PROT_NONE and MAP_NORESERVE: address space only, charged to nothing
+ * until parts of it are made accessible. At the hint when it is free. */
+void *hz_os_reserve(size_t size, size_t align) {
+  if (size + align < size) return NULL;
+  int saved = errno;
+  void *hint = (void *)os_hint_take(size, align);
+  uint8_t *raw = OS_MMAP(hint, size + align, PROT_NONE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  errno = saved;
+  if (raw == MAP_FAILED) return NULL;
+  COUNT(mmap_calls, 1);
+  uint8_t *start = (uint8_t *)HZ_ALIGN_UP((uintptr_t)raw, align);
+  size_t head = (size_t)(start - raw), tail = align - head;
+  if (head > 0) munmap(raw, head);
+  if (tail > 0) munmap(start + size, tail);
+  return start;
+}
+
+bool hz_os_commit(void *addr, size_t size) {
+  int saved = errno;
+  bool ok = OS_MPROTECT(addr, size, PROT_READ | PROT_WRITE) == 0;
+  errno = saved;
+  if (ok) COUNT(mapped_bytes, size);
+  return ok;
+}
+
+size_t hz_os_address_limit(void) {
+  struct rlimit limit;
+  int saved = errno;
+  bool known = getrlimit(RLIMIT_AS, &limit) == 0;
+  errno = saved;
+  if (!known || limit.rlim_cur == RLIM_INFINITY) return SIZE_MAX;
+  return (size_t)limit.rlim_cur;
+}
+
 bool hz_os_discard(void *addr, size_t size, bool lazy) {
   int saved = errno;
   bool zeroed = true;
@@ -237,6 +274,42 @@ bool hz_os_thp_always(void) {
   return os_read_small_file("/sys/kernel/mm/transparent_hugepage/enabled", buf,
                             sizeof buf) &&
          strstr(buf, "[always]") != NULL;
+}
+
+int hz_os_thp_mode(void) {
+  char buf[128];
+  if (!os_read_small_file("/sys/kernel/mm/transparent_hugepage/enabled", buf,
+                          sizeof buf))
+    return 0;
+  if (strstr(buf, "[always]") != NULL) return 2;
+  return strstr(buf, "[madvise]") != NULL ? 1 : 0;
+}
+
+/* /proc/buddyinfo: a line per zone, "Node 0, zone Normal" and then the
+ * free blocks of each order from 0. */
+size_t hz_os_free_huge_blocks(void) {
+  char buf[2048];
+  if (!os_read_small_file("/proc/buddyinfo", buf, sizeof buf)) return 0;
+  size_t total = 0;
+  for (char *line = buf; line != NULL && *line != 0;) {
+    char *end = strchr(line, '\n');
+    if (end != NULL) *end = 0;
+    char *counts = strstr(line, "zone");
+    if (counts != NULL) {
+      counts += 4;
+      while (*counts == ' ') counts++;
+      while (*counts != 0 && *counts != ' ') counts++; /* the zone's name */
+      for (int order = 0; *counts != 0; order++) {
+        char *next;
+        unsigned long n = strtoul(counts, &next, 10);
+        if (next == counts) break;
+        if (order >= 9) total += n << (order - 9);
+        counts = next;
+      }
+    }
+    line = end != NULL ? end + 1 : NULL;
+  }
+  return total;
 }
 
 bool hz_os_remap_in_place(void *addr, size_t old_size, size_t new_size) {

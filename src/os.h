@@ -26,6 +26,13 @@ void *hz_os_map_aligned(size_t size, size_t align);
 /* Like hz_os_map, but (result + offset) is aligned to `align`. */
 void *hz_os_map_aligned_at(size_t size, size_t align, size_t offset);
 void hz_os_unmap(void *addr, size_t size);
+/* Address space only: `size` bytes aligned to `align`, inaccessible and
+ * charged to no memory until committed; NULL if refused. */
+void *hz_os_reserve(size_t size, size_t align);
+/* Make part of a reservation read-write; false if refused. */
+bool hz_os_commit(void *addr, size_t size);
+/* The process's address-space limit (ulimit -v), SIZE_MAX when none. */
+size_t hz_os_address_limit(void);
 /* Give the range's physical memory back, keeping the mapping. With
  * `lazy` (MADV_FREE) the kernel takes it only under memory pressure.
  * Returns true when the range now reads as zeros. */
@@ -36,6 +43,12 @@ void hz_os_huge_pages(void *addr, size_t size, bool wanted);
 /* True if the kernel backs every anonymous mapping with huge pages where
  * it can (transparent_hugepage/enabled is "always"). */
 bool hz_os_thp_always(void);
+/* The kernel's transparent huge page mode: 0 never, 1 madvise, 2 always. */
+int hz_os_thp_mode(void);
+/* Free physical blocks of a huge page's size (2 MiB) or more, counted in
+ * 2 MiB units (/proc/buddyinfo, all zones): 0 means a huge-page fault
+ * would have to compact memory first. */
+size_t hz_os_free_huge_blocks(void);
 /* Resize the mapping at addr in place; false if the address space after
  * it is taken (nothing changes then). */
 bool hz_os_remap_in_place(void *addr, size_t old_size, size_t new_size);

@@ -48,6 +48,10 @@ struct hz_heap_s;
 #define HZ_PAGE_ALIGNED   1u
 #define HZ_PAGE_RETIRED   2u /* on its heap's spare list: no block in use */
 #define HZ_PAGE_SAMPLED   4u /* may hold blocks the profiler sampled */
+/* The whole owner word of a slice inside a page of several slices (no
+ * heap): the free fast path's compare fails on it, and the descriptor's
+ * `next` names the page's own (segment.h). */
+#define HZ_PAGE_INTERIOR  8u
 #define HZ_PAGE_FLAG_MASK ((uintptr_t)63)
 
 /* 64 bytes, so segment -> descriptor is a shift. */
@@ -58,7 +62,7 @@ typedef struct hz_page_s {
    * compares it with the current heap: equal means ours and no flag set. */
   _Atomic uintptr_t owner;
   uintptr_t start_word;   /* first block, as hz_page_start reads it */
-  struct hz_page_s *next; /* heap queue, or the segment's free stack */
+  struct hz_page_s *next; /* heap queue; an interior slice: its page */
   struct hz_page_s *prev;
   uint16_t used;
   uint16_t capacity; /* blocks carved out so far */

@@ -1,31 +1,33 @@
-/* segment: mapping, registering and recycling 4 MiB segments, handing
- * out their pages, and giving the memory of free pages back to the kernel
- * after the purge delay. One mutex guards the per-kind lists, the cache
- * and the purge list; it is taken only when a heap needs a fresh page or
- * gives an empty one back (and by the purge), never on a malloc/free fast
- * path.
+/* segment: segments of slices and the pages cut from them, each heap's set
+ * of segments, the process-wide cache of empty segments, huge pages by
+ * 2 MiB region, giving free slices back to the kernel after the purge
+ * delay, and the map of segments outside the arena.
  *
- * Invariants: a segment is in lists[kind] iff it has a free page; a
- * segment with no used page is cached (up to SEGMENT_CACHE_MAX) or
- * unmapped; the map entry of a segment is set for exactly as long as it is
- * mapped; dirty_slices never includes a slice of an allocated page, and a
- * segment is on the purge list iff it has a dirty slice. */
+ * Locks: a heap's set is its owner's alone. Each segment's lock guards its
+ * slice bitmaps against the purge; the owner takes it when it cuts or
+ * frees a page (nobody else wants it then). The process-wide segment lock
+ * guards the cache, the list of all segments, the arena and the purge
+ * walk; it is taken per 4 MiB segment that changes hands, never per page.
+ * Order: segment lock, then a segment's lock.
+ *
+ * Invariants: a segment is on its set's room list iff it has a free slice;
+ * a set keeps at most one segment with no page (`empty`), others go to the
+ * cache (at most SEGMENT_CACHE_MAX) and then back to the arena or the
+ * kernel; dirty_slices never includes a used slice; the map entry of a
+ * segment outside the arena is set for exactly as long as it is mapped. */
 #include "segment.h"
 
-#include <pthread.h>
 #include <string.h>
 
+#include "arena.h"
 #include "list.h"
-#include "lock.h"
 #include "options.h"
 #include "os.h"
 
-/* Empty segments stay mapped for reuse (their memory purged after the
- * delay like any free page); at most SEGMENT_CACHE_MAX of them. */
-#define SEGMENT_CACHE_MAX 64
-/* With transparent huge pages, a purge that is not forced gives back only
- * whole huge pages (half a segment), so it never splits one. */
-#define SEGMENT_HUGE_SLICES 32
+/* Empty segments kept mapped process-wide, their memory purged after the
+ * delay like any free slice. */
+#define SEGMENT_CACHE_MAX 16
+#define REGION_MASK       (((uint64_t)1 << HZ_REGION_SLICES) - 1)
 
 _Atomic uint8_t hz_segment_map[HZ_SEGMENT_MAP_ENTRIES];
 
@@ -33,17 +35,19 @@ _Static_assert(sizeof(hz_segment_t) <= HZ_SEGMENT_META_SIZE,
                "segment header too large");
 
 static hz_lock_t segment_lock = HZ_LOCK_INIT;
-static hz_segment_t *segment_lists[HZ_SEGMENT_KINDS];
 static hz_segment_t *segment_cache; /* empty segments, newest first */
-static hz_segment_t *segment_all;   /* mapped page segments, by all_next */
 static size_t segment_cache_count;
+static hz_segment_t *segment_all; /* every segment of pages, by all_next */
 static _Atomic size_t segment_live;
-/* Dirty segments, oldest first (purge_due grows along the list). */
-static hz_segment_queue_t purge_queue;
 static _Atomic uint64_t purge_next_due = UINT64_MAX;
-static _Atomic size_t dirty_bytes;
-static int segment_huge = -1; /* THP backs our segments (-1: not known) */
+/* Huge pages: -1 not known yet, 0 never, 1 for dense regions. */
+static _Atomic int huge_policy = -1;
 
+static const uint8_t kind_slices[HZ_KIND_COUNT] = {1, 2, 8, HZ_REGION_SLICES};
+
+/* ---------------------------------------------------------------------------
+ * The map of segments outside the arena
+ * ------------------------------------------------------------------------- */
 /* The second map: FAR_LEAVES pointers to pages of FAR_LEAF entries, each
  * page mapped when the first segment of its 16 GiB is registered and kept. */
 #define FAR_LEAF   ((size_t)4096)
@@ -78,27 +82,26 @@ static _Atomic uint8_t *segment_map_entry(const hz_segment_t *seg, bool make) {
   return leaf != NULL ? &leaf[index % FAR_LEAF] : NULL;
 }
 
-static void segment_map_set(hz_segment_t *seg, uint8_t entry) {
-  _Atomic uint8_t *at = segment_map_entry(seg, false);
-  HZ_ASSERT(at != NULL);
-  atomic_store_explicit(at, entry, memory_order_release);
-}
-
 bool hz_segment_map_reserve(const void *seg) {
   return segment_map_entry(seg, true) != NULL;
 }
 
+static bool map_set(hz_segment_t *seg, uint8_t entry) {
+  _Atomic uint8_t *at = segment_map_entry(seg, entry != 0);
+  if (at == NULL) return false;
+  atomic_store_explicit(at, entry, memory_order_release);
+  return true;
+}
+
 bool hz_segment_register(hz_segment_t *seg) {
   HZ_ASSERT(seg->page_shift != 0);
-  _Atomic uint8_t *at = segment_map_entry(seg, true);
-  if (at == NULL) return false;
-  atomic_store_explicit(at, seg->page_shift, memory_order_release);
+  if (!map_set(seg, seg->page_shift)) return false;
   atomic_fetch_add_explicit(&segment_live, 1, memory_order_relaxed);
   return true;
 }
 
 void hz_segment_unregister(hz_segment_t *seg) {
-  segment_map_set(seg, 0);
+  map_set(seg, 0);
   atomic_fetch_sub_explicit(&segment_live, 1, memory_order_relaxed);
 }
 
@@ -113,114 +116,127 @@ void hz_segment_guard(hz_segment_t *seg, size_t map_size) {
   hz_os_protect(base + map_size - HZ_GUARD_SIZE, HZ_GUARD_SIZE, false);
 }
 
-hz_segment_kind_t hz_segment_kind_for(size_t block_size) {
-  if (block_size <= HZ_SMALL_BLOCK_MAX) return HZ_SEGMENT_SMALL;
-  if (block_size <= HZ_MEDIUM_BLOCK_MAX) return HZ_SEGMENT_MEDIUM;
-  if (block_size <= HZ_WIDE_BLOCK_MAX) return HZ_SEGMENT_WIDE;
-  return HZ_SEGMENT_BIG;
+hz_page_kind_t hz_segment_kind_for(size_t block_size) {
+  if (block_size <= HZ_SMALL_BLOCK_MAX) return HZ_KIND_SMALL;
+  if (block_size <= HZ_MEDIUM_BLOCK_MAX) return HZ_KIND_MEDIUM;
+  if (block_size <= HZ_WIDE_BLOCK_MAX) return HZ_KIND_WIDE;
+  return HZ_KIND_BIG;
 }
 
 hz_segment_t *hz_segment_of_page(const hz_page_t *page) {
   return (hz_segment_t *)((uintptr_t)page & ~(uintptr_t)HZ_SEGMENT_MASK);
 }
 
-static unsigned segment_page_shift(hz_segment_kind_t kind) {
-  switch (kind) {
-  case HZ_SEGMENT_SMALL: return HZ_SMALL_PAGE_SHIFT;
-  case HZ_SEGMENT_MEDIUM: return HZ_MEDIUM_PAGE_SHIFT;
-  case HZ_SEGMENT_WIDE: return HZ_WIDE_PAGE_SHIFT;
-  default: return HZ_SEGMENT_SHIFT;
-  }
+/* ---------------------------------------------------------------------------
+ * Segments changing hands (under the segment lock)
+ * ------------------------------------------------------------------------- */
+static void all_link(hz_segment_t *seg) {
+  seg->all_prev = NULL;
+  seg->all_next = segment_all;
+  if (segment_all != NULL) segment_all->all_prev = seg;
+  segment_all = seg;
 }
 
-/* Lay out the header for `kind` and push every page on the free stack. */
-static void segment_format(hz_segment_t *seg, hz_segment_kind_t kind) {
-  hz_segment_t saved = *seg;
-  memset(seg, 0, sizeof *seg);
-  seg->all_next = saved.all_next;
-  seg->all_prev = saved.all_prev;
-  seg->dirty_slices = saved.dirty_slices;
-  seg->purge_due = saved.purge_due;
-  seg->purge_next = saved.purge_next;
-  seg->purge_prev = saved.purge_prev;
-  unsigned shift = segment_page_shift(kind);
-  seg->kind = (uint8_t)kind;
-  seg->page_shift = (uint8_t)shift;
-  seg->page_count = (uint16_t)(HZ_SEGMENT_SIZE >> shift);
-  seg->map_size = HZ_SEGMENT_SIZE;
-  uint8_t *base = (uint8_t *)seg;
-  for (int i = seg->page_count - 1; i >= 0; i--) {
-    hz_page_t *page = &seg->pages[i];
-    uint8_t *start = base + ((size_t)i << shift);
-    if (i == 0) start = base + HZ_SEGMENT_HEADER_SIZE;
-    hz_page_set_start(page, start);
-    uint8_t *end = base + ((size_t)(i + 1) << shift);
-    if (i == seg->page_count - 1) end -= HZ_GUARD_SIZE;
-    page->area = (uint32_t)(end - start);
-    page->next = seg->free_pages;
-    seg->free_pages = page;
-  }
-}
-
-static void list_push(hz_segment_t **list, hz_segment_t *seg) {
-  seg->prev = NULL;
-  seg->next = *list;
-  if (*list != NULL) (*list)->prev = seg;
-  *list = seg;
-}
-
-static void list_remove(hz_segment_t **list, hz_segment_t *seg) {
-  if (seg->prev != NULL)
-    seg->prev->next = seg->next;
+static void all_unlink(hz_segment_t *seg) {
+  if (seg->all_prev != NULL)
+    seg->all_prev->all_next = seg->all_next;
   else
-    *list = seg->next;
-  if (seg->next != NULL) seg->next->prev = seg->prev;
-  seg->next = seg->prev = NULL;
+    segment_all = seg->all_next;
+  if (seg->all_next != NULL) seg->all_next->all_prev = seg->all_prev;
 }
 
-static bool segment_thp(void) {
-  if (segment_huge < 0)
-    segment_huge = hz_option_enabled(HZ_OPTION_THP) && hz_os_thp_always();
-  return segment_huge;
+/* A header for a segment whose memory reads as zeros. */
+static void segment_format(hz_segment_t *seg, bool mapped) {
+  seg->kind = HZ_SEGMENT_PAGES;
+  seg->page_shift = HZ_SLICE_SHIFT;
+  seg->mapped = mapped;
+  seg->map_size = HZ_SEGMENT_SIZE;
+  hz_lock_reinit(&seg->lock);
 }
 
-/* A cached segment keeps its map entry, which names its page size: a
- * new kind updates it. */
-static hz_segment_t *segment_new(hz_segment_kind_t kind) {
+/* A segment mapped on its own when the arena has none left. */
+static hz_segment_t *segment_map_new(void) {
+  hz_segment_t *seg = hz_os_map_aligned(HZ_SEGMENT_SIZE, HZ_SEGMENT_SIZE);
+  if (seg == NULL) return NULL;
+  if (!hz_option_enabled(HZ_OPTION_THP) || hz_os_thp_mode() == 2)
+    hz_os_huge_pages(seg, HZ_SEGMENT_SIZE, false);
+  segment_format(seg, true);
+  if (!map_set(seg, HZ_SLICE_SHIFT)) {
+    hz_os_unmap(seg, HZ_SEGMENT_SIZE);
+    return NULL;
+  }
+  return seg;
+}
+
+/* An empty segment for a set: a cached one (its slices maybe resident),
+ * else one from the arena, else one of its own. */
+static hz_segment_t *segment_acquire(void) {
+  hz_lock(&segment_lock);
   hz_segment_t *seg = segment_cache;
   if (seg != NULL) {
     segment_cache = seg->next;
     segment_cache_count--;
-    segment_format(seg, kind);
-    segment_map_set(seg, seg->page_shift);
-    return seg;
+  } else {
+    seg = hz_arena_take();
+    if (seg != NULL)
+      segment_format(seg, false);
+    else
+      seg = segment_map_new();
+    if (seg != NULL) {
+      hz_segment_guard(seg, HZ_SEGMENT_SIZE);
+      all_link(seg);
+      atomic_fetch_add_explicit(&segment_live, 1, memory_order_relaxed);
+    }
   }
-  seg = hz_os_map_aligned(HZ_SEGMENT_SIZE, HZ_SEGMENT_SIZE);
-  if (seg == NULL) return NULL;
-  if (!hz_option_enabled(HZ_OPTION_THP))
-    hz_os_huge_pages(seg, HZ_SEGMENT_SIZE, false);
-  hz_segment_guard(seg, HZ_SEGMENT_SIZE);
-  segment_format(seg, kind);
-  if (!hz_segment_register(seg)) {
-    hz_os_unmap(seg, HZ_SEGMENT_SIZE);
-    return NULL;
-  }
-  seg->all_next = segment_all;
-  if (segment_all != NULL) segment_all->all_prev = seg;
-  segment_all = seg;
+  hz_unlock(&segment_lock);
   return seg;
 }
 
-/* ---------------------------------------------------------------------------
- * Dirty slices and the purge list
- * ------------------------------------------------------------------------- */
-static uint64_t page_slices(const hz_segment_t *seg, const hz_page_t *page) {
-  unsigned per_page = 1u << (seg->page_shift - HZ_SLICE_SHIFT);
-  unsigned first = (unsigned)(page - seg->pages) * per_page;
-  uint64_t bits = per_page == 64 ? ~(uint64_t)0 : ((uint64_t)1 << per_page) - 1;
-  return bits << first;
+/* Unlinked from everything; back to the arena (whose discard makes it read
+ * as zeros: no page in use) or the kernel. */
+static void segment_return(hz_segment_t *seg) {
+  all_unlink(seg);
+  atomic_fetch_sub_explicit(&segment_live, 1, memory_order_relaxed);
+  if (seg->mapped) {
+    map_set(seg, 0);
+    hz_os_unmap(seg, HZ_SEGMENT_SIZE);
+  } else {
+    if (seg->huge != 0) hz_os_huge_pages(seg, HZ_SEGMENT_SIZE, false);
+    hz_arena_give(seg);
+  }
 }
 
+/* Give back the cached segments beyond the first `keep` (the cache is
+ * newest first, so the oldest go). */
+static void segment_cache_trim(size_t keep) {
+  hz_segment_t **link = &segment_cache;
+  size_t kept = 0;
+  while (*link != NULL) {
+    hz_segment_t *seg = *link;
+    if (kept < keep) {
+      kept++;
+      link = &seg->next;
+      continue;
+    }
+    *link = seg->next;
+    segment_return(seg);
+  }
+  segment_cache_count = kept;
+}
+
+static void segment_release(hz_segment_t *seg) {
+  hz_lock(&segment_lock);
+  seg->set = NULL;
+  seg->next = segment_cache;
+  segment_cache = seg;
+  segment_cache_count++;
+  segment_cache_trim(SEGMENT_CACHE_MAX);
+  hz_unlock(&segment_lock);
+}
+
+/* ---------------------------------------------------------------------------
+ * Dirty slices and the purge
+ * ------------------------------------------------------------------------- */
 void hz_segment_queue_remove(hz_segment_queue_t *q, hz_segment_t *seg) {
   HZ_LIST_REMOVE(q, first, last, seg, purge_next, purge_prev);
 }
@@ -240,37 +256,25 @@ uint64_t hz_segment_purge_due_from(uint64_t now) {
   return delay < 0 ? UINT64_MAX : now + (uint64_t)delay;
 }
 
-static void purge_publish_next(void) {
-  atomic_store_explicit(&purge_next_due,
-                        hz_segment_queue_next_due(&purge_queue),
-                        memory_order_relaxed);
-}
-
-static void set_dirty(hz_segment_t *seg, uint64_t bits) {
-  uint64_t added = bits & ~seg->dirty_slices;
-  atomic_fetch_add_explicit(
-      &dirty_bytes, (size_t)__builtin_popcountll(added) << HZ_SLICE_SHIFT,
-      memory_order_relaxed);
-  seg->dirty_slices |= bits;
-}
-
-static void clear_dirty(hz_segment_t *seg, uint64_t bits) {
-  uint64_t removed = bits & seg->dirty_slices;
-  if (removed == 0) return;
-  atomic_fetch_sub_explicit(
-      &dirty_bytes, (size_t)__builtin_popcountll(removed) << HZ_SLICE_SHIFT,
-      memory_order_relaxed);
-  seg->dirty_slices &= ~bits;
-  if (seg->dirty_slices == 0) {
-    hz_segment_queue_remove(&purge_queue, seg);
-    purge_publish_next();
+/* Lower the process-wide next due to `due` if it is earlier: a write only
+ * when nothing earlier waits, so frees rarely touch the shared word. */
+static void purge_note_due(uint64_t due) {
+  uint64_t next = atomic_load_explicit(&purge_next_due, memory_order_relaxed);
+  while (due < next &&
+         !atomic_compare_exchange_weak_explicit(&purge_next_due, &next, due,
+                                                memory_order_relaxed,
+                                                memory_order_relaxed)) {
   }
 }
 
-/* Give back the slices in `bits` (a run); slice 0 keeps the header. */
-static void discard_slices(hz_segment_t *seg, uint64_t bits) {
-  unsigned first = (unsigned)__builtin_ctzll(bits);
-  unsigned count = (unsigned)__builtin_popcountll(bits);
+static uint64_t region_bits(unsigned region) {
+  return REGION_MASK << (region * HZ_REGION_SLICES);
+}
+
+/* Give back the slices in `run` (contiguous); slice 0 keeps the header. */
+static void discard_run(hz_segment_t *seg, uint64_t run) {
+  unsigned first = (unsigned)__builtin_ctzll(run);
+  unsigned count = (unsigned)__builtin_popcountll(run);
   size_t from = (size_t)first << HZ_SLICE_SHIFT;
   size_t to = (size_t)(first + count) << HZ_SLICE_SHIFT;
   if (from < HZ_SEGMENT_HEADER_SIZE) from = HZ_SEGMENT_HEADER_SIZE;
@@ -278,90 +282,286 @@ static void discard_slices(hz_segment_t *seg, uint64_t bits) {
                 hz_option_enabled(HZ_OPTION_PURGE_MADV_FREE));
 }
 
-/* Discard every run of dirty slices within `allowed`; returns those done. */
-static uint64_t discard_runs(hz_segment_t *seg, uint64_t allowed) {
-  uint64_t todo = seg->dirty_slices & allowed, done = todo;
-  while (todo != 0) {
-    uint64_t low = todo & -todo;         /* lowest dirty slice */
-    uint64_t run = todo & ~(todo + low); /* the run of ones from there */
-    discard_slices(seg, run);
-    todo &= ~run;
-  }
-  return done;
-}
-
-/* Purge what may go now: with huge pages only halves that are wholly
- * free, unless forced. */
+/* Purge what may go now (segment's lock held): in a region backed by a
+ * huge page only when the whole region is free, so a routine purge never
+ * splits one; anything free when forced. */
 static void segment_purge_one(hz_segment_t *seg, bool force) {
   uint64_t allowed = ~seg->used_slices;
-  if (!force && segment_thp()) {
-    uint64_t half = ((uint64_t)1 << SEGMENT_HUGE_SLICES) - 1;
-    allowed = 0;
-    if ((seg->used_slices & half) == 0) allowed |= half;
-    if ((seg->used_slices & (half << SEGMENT_HUGE_SLICES)) == 0)
-      allowed |= half << SEGMENT_HUGE_SLICES;
+  for (unsigned r = 0; r < HZ_REGIONS_PER_SEGMENT && !force; r++)
+    if ((seg->huge >> r & 1) && (seg->used_slices & region_bits(r)) != 0)
+      allowed &= ~region_bits(r);
+  uint64_t todo = seg->dirty_slices & allowed;
+  seg->dirty_slices &= ~todo;
+  while (todo != 0) {
+    uint64_t low = todo & -todo;         /* lowest slice to give back */
+    uint64_t run = todo & ~(todo + low); /* the run of ones from there */
+    discard_run(seg, run);
+    todo &= ~run;
   }
-  clear_dirty(seg, discard_runs(seg, allowed));
 }
 
-/* A page went back to its segment: its slices are dirty from now on. */
-static void segment_note_free(hz_segment_t *seg, uint64_t bits) {
-  seg->used_slices &= ~bits;
-  bool was_clean = seg->dirty_slices == 0;
-  set_dirty(seg, bits);
-  if (was_clean) {
-    hz_segment_queue_append(&purge_queue, seg,
-                            hz_segment_purge_due_from(hz_os_now_ms()));
-    purge_publish_next();
-  }
-  if (hz_option(HZ_OPTION_PURGE_DELAY_MS) == 0) segment_purge_one(seg, false);
-}
-
-static void segment_note_alloc(hz_segment_t *seg, uint64_t bits) {
-  seg->used_slices |= bits;
-  clear_dirty(seg, bits);
-}
-
-static void segment_unmap(hz_segment_t *seg) {
-  if (seg->dirty_slices != 0) clear_dirty(seg, seg->dirty_slices);
-  if (seg->all_prev != NULL)
-    seg->all_prev->all_next = seg->all_next;
-  else
-    segment_all = seg->all_next;
-  if (seg->all_next != NULL) seg->all_next->all_prev = seg->all_prev;
-  hz_segment_unregister(seg);
-  hz_os_unmap(seg, HZ_SEGMENT_SIZE);
-}
-
-/* Unmap the cached segments beyond the first `keep` (the cache is newest
- * first, so the oldest go). */
-static void segment_cache_trim(size_t keep) {
-  hz_segment_t **link = &segment_cache;
-  size_t kept = 0;
-  while (*link != NULL) {
-    hz_segment_t *seg = *link;
-    if (kept < keep) {
-      kept++;
-      link = &seg->next;
+/* One segment's lock at a time, under the segment lock, so the owners
+ * wait at most for one segment's madvise. */
+uint64_t hz_segment_purge(uint64_t now, bool force) {
+  hz_lock(&segment_lock);
+  atomic_store_explicit(&purge_next_due, UINT64_MAX, memory_order_relaxed);
+  uint64_t next = UINT64_MAX;
+  for (hz_segment_t *seg = segment_all; seg != NULL; seg = seg->all_next) {
+    uint64_t due = HZ_SHARED_GET(seg->purge_due);
+    if (due == 0) continue; /* nothing dirty */
+    if (!force && due > now) {
+      if (due < next) next = due;
       continue;
     }
-    *link = seg->next;
-    segment_unmap(seg);
+    hz_lock(&seg->lock);
+    segment_purge_one(seg, force);
+    due = seg->dirty_slices == 0 ? 0 : hz_segment_purge_due_from(now);
+    HZ_SHARED_SET(seg->purge_due, due); /* held back by a huge page */
+    hz_unlock(&seg->lock);
+    if (due != 0 && due < next) next = due;
   }
-  segment_cache_count = kept;
+  if (force) segment_cache_trim(0);
+  hz_unlock(&segment_lock);
+  purge_note_due(next);
+  return atomic_load_explicit(&purge_next_due, memory_order_relaxed);
 }
 
-static void segment_release(hz_segment_t *seg) {
-  seg->next = segment_cache;
-  segment_cache = seg;
-  segment_cache_trim(SEGMENT_CACHE_MAX);
+uint64_t hz_segment_purge_next(void) {
+  return atomic_load_explicit(&purge_next_due, memory_order_relaxed);
+}
+
+/* ---------------------------------------------------------------------------
+ * Huge pages by region
+ * ------------------------------------------------------------------------- */
+static bool huge_allowed(void) {
+  int policy = atomic_load_explicit(&huge_policy, memory_order_relaxed);
+  if (policy < 0) {
+    policy = hz_option_enabled(HZ_OPTION_THP) && hz_os_thp_mode() != 0;
+    atomic_store_explicit(&huge_policy, policy, memory_order_relaxed);
+  }
+  return policy == 1;
+}
+
+/* A region opened with nothing resident in it: ask for a huge page when
+ * the set already fills a region's worth of pages (memory that will be
+ * dense) and the kernel has a free 2 MiB block (no compaction inside the
+ * fault). A region holding a program's first small blocks never asks. */
+static void region_maybe_huge(hz_segment_set_t *set, hz_segment_t *seg,
+                              unsigned region) {
+  uint64_t bits = region_bits(region);
+  if ((seg->huge >> region & 1) || ((seg->used_slices | seg->dirty_slices) &
+                                    bits) != 0)
+    return;
+  if (set->used_slices < HZ_REGION_SLICES || !huge_allowed()) return;
+  if (hz_os_free_huge_blocks() == 0) return;
+  hz_os_huge_pages((uint8_t *)seg + ((size_t)region << 21),
+                   (size_t)HZ_REGION_SLICES << HZ_SLICE_SHIFT, true);
+  seg->huge |= (uint8_t)(1u << region);
+}
+
+/* ---------------------------------------------------------------------------
+ * Pages from a set
+ * ------------------------------------------------------------------------- */
+/* Bit i set when slices i .. i+n-1 are all in `bits` (n a power of two),
+ * for i a multiple of n. */
+static uint64_t runs_of(uint64_t bits, unsigned n) {
+  for (unsigned w = 1; w < n; w <<= 1)
+    bits &= bits >> w;
+  uint64_t aligned = 0;
+  for (unsigned i = 0; i < HZ_SLICES; i += n)
+    aligned |= (uint64_t)1 << i;
+  return bits & aligned;
+}
+
+typedef struct {
+  hz_segment_t *seg;
+  unsigned region;
+  unsigned used; /* slices in pages in the region */
+} placement_t;
+
+static bool placement_better(const placement_t *a, const placement_t *b) {
+  if (b->seg == NULL) return true;
+  if (a->used != b->used) return a->used > b->used;
+  return (uintptr_t)a->seg + a->region < (uintptr_t)b->seg + b->region;
+}
+
+/* The fullest region of the set's segments with room for n slices (most
+ * slices in pages first, then the lowest address). */
+static placement_t set_place(const hz_segment_set_t *set, unsigned n) {
+  placement_t best = {NULL, 0, 0};
+  for (hz_segment_t *seg = set->room; seg != NULL; seg = seg->next) {
+    uint64_t runs = runs_of(~seg->used_slices, n);
+    for (unsigned r = 0; r < HZ_REGIONS_PER_SEGMENT; r++) {
+      if ((runs & region_bits(r)) == 0) continue;
+      placement_t here = {
+          seg, r,
+          (unsigned)__builtin_popcountll(seg->used_slices & region_bits(r))};
+      if (placement_better(&here, &best)) best = here;
+    }
+  }
+  return best;
+}
+
+static void set_push(hz_segment_set_t *set, hz_segment_t *seg) {
+  seg->set = set;
+  seg->prev = NULL;
+  seg->next = set->room;
+  if (set->room != NULL) set->room->prev = seg;
+  set->room = seg;
+}
+
+static void set_remove(hz_segment_set_t *set, hz_segment_t *seg) {
+  if (seg->prev != NULL)
+    seg->prev->next = seg->next;
+  else
+    set->room = seg->next;
+  if (seg->next != NULL) seg->next->prev = seg->prev;
+  seg->next = seg->prev = NULL;
+}
+
+/* The descriptors of a page of n slices from `first`: the first one set
+ * up (start, area), the others pointing back to it. */
+static hz_page_t *page_make(hz_segment_t *seg, unsigned first, unsigned n) {
+  uint8_t *base = (uint8_t *)seg;
+  hz_page_t *page = &seg->pages[first];
+  uint8_t *start = base + ((size_t)first << HZ_SLICE_SHIFT);
+  if (first == 0) start = base + HZ_SEGMENT_HEADER_SIZE;
+  uint8_t *end = base + ((size_t)(first + n) << HZ_SLICE_SHIFT);
+  if (first + n == HZ_SLICES) end -= HZ_GUARD_SIZE;
+  memset(page, 0, sizeof *page);
+  hz_page_set_start(page, start);
+  page->area = (uint32_t)(end - start);
+  for (unsigned i = 1; i < n; i++) {
+    hz_page_t *slice = &seg->pages[first + i];
+    slice->next = page;
+    atomic_store_explicit(&slice->owner, HZ_PAGE_INTERIOR,
+                          memory_order_relaxed);
+  }
+  return page;
+}
+
+/* Cut a page of n slices in the region: the first run whose slices are
+ * all resident, else the first run. */
+static hz_page_t *region_cut(hz_segment_set_t *set, hz_segment_t *seg,
+                             unsigned region, unsigned n) {
+  hz_lock(&seg->lock);
+  uint64_t runs = runs_of(~seg->used_slices, n) & region_bits(region);
+  uint64_t resident = runs & runs_of(seg->dirty_slices, n);
+  if (resident == 0) region_maybe_huge(set, seg, region);
+  unsigned first = (unsigned)__builtin_ctzll(resident != 0 ? resident : runs);
+  uint64_t bits = (n == 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1) << first;
+  seg->used_slices |= bits;
+  seg->dirty_slices &= ~bits;
+  hz_page_t *page = page_make(seg, first, n);
+  hz_unlock(&seg->lock);
+  seg->used_pages++;
+  set->used_slices += n;
+  return page;
+}
+
+hz_page_t *hz_segment_page_alloc(hz_segment_set_t *set, hz_page_kind_t kind) {
+  unsigned n = kind_slices[kind];
+  placement_t at = set_place(set, n);
+  if (at.seg == NULL) {
+    hz_segment_t *seg = segment_acquire();
+    if (seg == NULL) return NULL;
+    set_push(set, seg);
+    at = set_place(set, n);
+    HZ_ASSERT(at.seg == seg);
+  }
+  hz_segment_t *seg = at.seg;
+  if (seg == set->empty) set->empty = NULL;
+  hz_page_t *page = region_cut(set, seg, at.region, n);
+  if (seg->used_slices == ~(uint64_t)0) set_remove(set, seg);
+  return page;
+}
+
+/* The slices of a page, from its area (only the last slice's page may
+ * end short of a slice boundary, by the guard page). */
+static uint64_t page_bits(const hz_segment_t *seg, const hz_page_t *page) {
+  uintptr_t offset = (uintptr_t)hz_page_start(page) - (uintptr_t)seg;
+  unsigned first = (unsigned)(offset >> HZ_SLICE_SHIFT);
+  unsigned end =
+      (unsigned)((offset + page->area + HZ_SLICE_SIZE - 1) >> HZ_SLICE_SHIFT);
+  unsigned n = end - first;
+  return (n == 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1) << first;
+}
+
+void hz_segment_page_free(hz_page_t *page) {
+  hz_segment_t *seg = hz_segment_of_page(page);
+  hz_segment_set_t *set = seg->set;
+  uint64_t bits = page_bits(seg, page);
+  unsigned first = (unsigned)__builtin_ctzll(bits);
+  unsigned n = (unsigned)__builtin_popcountll(bits);
+  bool was_full = seg->used_slices == ~(uint64_t)0;
+  hz_lock(&seg->lock);
+  memset(&seg->pages[first], 0, n * sizeof(hz_page_t));
+  seg->used_slices &= ~bits;
+  seg->dirty_slices |= bits;
+  uint64_t due = HZ_SHARED_GET(seg->purge_due);
+  if (due == 0) {
+    due = hz_segment_purge_due_from(hz_os_now_ms());
+    HZ_SHARED_SET(seg->purge_due, due);
+  }
+  if (hz_option(HZ_OPTION_PURGE_DELAY_MS) == 0) segment_purge_one(seg, false);
+  hz_unlock(&seg->lock);
+  purge_note_due(due);
+  seg->used_pages--;
+  set->used_slices -= n;
+  if (was_full) set_push(set, seg);
+  if (seg->used_slices != 0) return;
+  if (set->empty == NULL) {
+    set->empty = seg;
+    return;
+  }
+  set_remove(set, seg);
+  segment_release(seg);
+}
+
+void hz_segment_set_trim(hz_segment_set_t *set) {
+  hz_segment_t *seg = set->empty;
+  if (seg == NULL) return;
+  set->empty = NULL;
+  set_remove(set, seg);
+  segment_release(seg);
+}
+
+/* ---------------------------------------------------------------------------
+ * What the stats report shows
+ * ------------------------------------------------------------------------- */
+static unsigned fill_bucket(unsigned used) {
+  if (used == 0) return 0;
+  if (used == HZ_REGION_SLICES) return 5;
+  return 1 + (used - 1) * 4 / HZ_REGION_SLICES;
+}
+
+void hz_segment_state(hz_segment_state_t *out) {
+  memset(out, 0, sizeof *out);
+  hz_lock(&segment_lock);
+  out->cached = segment_cache_count;
+  for (hz_segment_t *seg = segment_all; seg != NULL; seg = seg->all_next) {
+    hz_lock(&seg->lock);
+    uint64_t used = seg->used_slices;
+    out->dirty_bytes += (size_t)__builtin_popcountll(seg->dirty_slices)
+                        << HZ_SLICE_SHIFT;
+    for (unsigned r = 0; r < HZ_REGIONS_PER_SEGMENT; r++) {
+      out->regions[fill_bucket(
+          (unsigned)__builtin_popcountll(used & region_bits(r)))]++;
+      out->huge_regions += seg->huge >> r & 1;
+    }
+    hz_unlock(&seg->lock);
+  }
+  out->arena_reserved = hz_arena_reserved();
+  out->arena_in_use = hz_arena_in_use();
+  hz_unlock(&segment_lock);
 }
 
 void hz_segment_summarize(size_t *pages, size_t *blocks, size_t *bytes) {
   *pages = *blocks = *bytes = 0;
   hz_lock(&segment_lock);
   for (hz_segment_t *seg = segment_all; seg != NULL; seg = seg->all_next) {
-    for (int i = 0; i < seg->page_count; i++) {
+    hz_lock(&seg->lock);
+    for (int i = 0; i < HZ_SLICES; i++) {
       const hz_page_t *page = &seg->pages[i];
       if (hz_page_heap(page) == NULL) continue;
       size_t used = HZ_SHARED_GET(page->used);
@@ -369,86 +569,19 @@ void hz_segment_summarize(size_t *pages, size_t *blocks, size_t *bytes) {
       *blocks += used;
       *bytes += used * HZ_SHARED_GET(page->block_size);
     }
+    hz_unlock(&seg->lock);
   }
   hz_unlock(&segment_lock);
-}
-
-hz_page_t *hz_segment_page_alloc(hz_segment_kind_t kind) {
-  hz_lock(&segment_lock);
-  hz_segment_t *seg = segment_lists[kind];
-  if (seg == NULL) {
-    seg = segment_new(kind);
-    if (seg != NULL) list_push(&segment_lists[kind], seg);
-  }
-  hz_page_t *page = NULL;
-  if (seg != NULL) {
-    page = seg->free_pages;
-    seg->free_pages = page->next;
-    page->next = page->prev = NULL;
-    seg->used_pages++;
-    segment_note_alloc(seg, page_slices(seg, page));
-    if (seg->free_pages == NULL) list_remove(&segment_lists[kind], seg);
-  }
-  hz_unlock(&segment_lock);
-  return page;
-}
-
-void hz_segment_page_free(hz_page_t *page) {
-  hz_segment_t *seg = hz_segment_of_page(page);
-  hz_lock(&segment_lock);
-  hz_page_set_heap(page, NULL);
-  page->class_id = 0;
-  page->free = page->local_free = NULL;
-  page->next = seg->free_pages;
-  page->prev = NULL;
-  if (seg->free_pages == NULL) list_push(&segment_lists[seg->kind], seg);
-  seg->free_pages = page;
-  seg->used_pages--;
-  segment_note_free(seg, page_slices(seg, page));
-  if (seg->used_pages == 0) {
-    list_remove(&segment_lists[seg->kind], seg);
-    segment_release(seg);
-  }
-  hz_unlock(&segment_lock);
-}
-
-/* One segment per lock hold, so page allocation waits at most for one
- * segment's madvise. The list is in due order: stop at the first not due. */
-uint64_t hz_segment_purge(uint64_t now, bool force) {
-  hz_segment_t *stop = NULL;
-  for (;;) {
-    hz_lock(&segment_lock);
-    hz_segment_t *seg = purge_queue.first;
-    if (seg == NULL || seg == stop || (!force && seg->purge_due > now)) {
-      if (force) segment_cache_trim(0);
-      hz_unlock(&segment_lock);
-      return atomic_load_explicit(&purge_next_due, memory_order_relaxed);
-    }
-    segment_purge_one(seg, force);
-    if (seg->dirty_slices != 0) { /* held back by huge pages: later */
-      hz_segment_queue_remove(&purge_queue, seg);
-      hz_segment_queue_append(&purge_queue, seg,
-                              hz_segment_purge_due_from(now));
-      if (stop == NULL) stop = seg;
-    }
-    purge_publish_next();
-    hz_unlock(&segment_lock);
-  }
-}
-
-uint64_t hz_segment_purge_next(void) {
-  return atomic_load_explicit(&purge_next_due, memory_order_relaxed);
-}
-
-void hz_segment_cached(size_t *segments, size_t *dirty) {
-  hz_lock(&segment_lock);
-  *segments = segment_cache_count;
-  hz_unlock(&segment_lock);
-  *dirty = atomic_load_explicit(&dirty_bytes, memory_order_relaxed);
 }
 
 uint64_t hz_segment_lock_taken(void) { return hz_lock_taken(&segment_lock); }
 
+/* A thread in the middle of cutting or freeing a page may hold its
+ * segment's lock at fork: the child's copy starts unlocked. */
 void hz_segment_fork_prepare(void) { hz_lock(&segment_lock); }
 void hz_segment_fork_parent(void) { hz_unlock(&segment_lock); }
-void hz_segment_fork_child(void) { hz_lock_reinit(&segment_lock); }
+void hz_segment_fork_child(void) {
+  hz_lock_reinit(&segment_lock);
+  for (hz_segment_t *seg = segment_all; seg != NULL; seg = seg->all_next)
+    hz_lock_reinit(&seg->lock);
+}

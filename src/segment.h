@@ -1,11 +1,15 @@
-/* segment: 4 MiB chunks of address space aligned to their size, the map
- * that answers "is this pointer ours?" with one load, and the page
- * descriptors kept in each segment's header.
+/* segment: 4 MiB chunks of address space aligned to their size, cut into
+ * 64 slices of 64 KiB; pages are runs of slices, so the free memory of a
+ * page of one size serves a page of any other. Also the map that answers
+ * "is this pointer ours?" for segments outside the arena, the page
+ * descriptors kept in each segment's header, and each heap's set of
+ * segments it cuts pages from.
  *
- * A segment holds pages of one kind. Pointer -> segment: ((p - 1) & ~mask),
- * so a block that starts exactly at the end of a 4 MiB unit (large blocks
- * aligned to 4 MiB) still maps to the segment that holds its header.
- * Segment -> page: (p - segment) >> page_shift. */
+ * Pointer -> segment: ((p - 1) & ~mask), so a block that starts exactly
+ * at the end of a 4 MiB unit (large blocks aligned to 4 MiB) still maps to
+ * the segment that holds its header. Segment -> slice descriptor:
+ * (p - segment) >> 16; a page's descriptor is that of its first slice,
+ * and the descriptors of its other slices point back to it. */
 #ifndef HZ_SEGMENT_H
 #define HZ_SEGMENT_H
 
@@ -13,47 +17,75 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "arena.h"
 #include "config.h"
+#include "lock.h"
 #include "page.h"
 
+/* What a segment holds. Zero is pages: the header of a segment the arena
+ * took back reads as zeros, a segment with no page in use. */
 typedef enum {
-  HZ_SEGMENT_SMALL,  /* 64 KiB pages */
-  HZ_SEGMENT_MEDIUM, /* 128 KiB pages */
-  HZ_SEGMENT_WIDE,   /* 512 KiB pages */
-  HZ_SEGMENT_BIG,    /* one page spanning the segment */
-  HZ_SEGMENT_LARGE,  /* one large block, owned by the large box */
-  HZ_SEGMENT_KINDS
+  HZ_SEGMENT_PAGES = 0, /* pages cut from slices */
+  HZ_SEGMENT_LARGE      /* one large block, owned by the large box */
 } hz_segment_kind_t;
 
+/* Kinds of page, by the size of the blocks they hold: a page is a run of
+ * 1, 2, 8 or 32 slices (64 KiB, 128 KiB, 512 KiB, 2 MiB), aligned to its
+ * length, so a page never straddles a 2 MiB region. */
+typedef enum {
+  HZ_KIND_SMALL,  /* blocks <= 8 KiB */
+  HZ_KIND_MEDIUM, /* <= 16 KiB */
+  HZ_KIND_WIDE,   /* <= 64 KiB */
+  HZ_KIND_BIG,    /* <= 256 KiB: a whole region */
+  HZ_KIND_COUNT
+} hz_page_kind_t;
+
+#define HZ_SLICE_SHIFT          16
+#define HZ_SLICE_SIZE           ((size_t)1 << HZ_SLICE_SHIFT)
+#define HZ_SLICES               64
+#define HZ_REGION_SLICES        32 /* 2 MiB: a huge page */
+#define HZ_REGIONS_PER_SEGMENT  2
+_Static_assert(HZ_SEGMENT_SIZE / HZ_SLICE_SIZE == HZ_SLICES, "one bit each");
+
+struct hz_segment_set_s;
+
 typedef struct hz_segment_s {
-  /* First, so that segment -> page descriptor is base + (index << 6).
-   * One spare descriptor: a pointer exactly at the segment end indexes it. */
-  hz_page_t pages[HZ_PAGES_PER_SEGMENT + 1];
+  /* First, so that segment -> descriptor is base + (index << 6). One
+   * spare descriptor: a pointer exactly at the segment end indexes it. */
+  hz_page_t pages[HZ_SLICES + 1];
   uint8_t kind;
-  uint8_t page_shift;
-  uint16_t page_count;
+  uint8_t page_shift; /* its map entry: HZ_SLICE_SHIFT, or 63 (large) */
+  uint8_t huge;       /* bit r: region r asked for huge pages */
+  uint8_t mapped;     /* mapped on its own, outside the arena */
   uint16_t used_pages;
   uint8_t zeroed;  /* large: the block area reads as zeros */
   size_t map_size; /* bytes mapped from the segment start (large blocks) */
   size_t touched;  /* large: bytes from the start that may be resident */
   uint64_t demand_epoch; /* large: last half delay its bytes counted in */
-  /* 64 KiB slices: held by an allocated page, or free but maybe resident
-   * (dirty). A dirty segment is on the purge list until purge_due. */
+  /* Slices held by a page, and free slices that may be resident (dirty),
+   * which go back to the kernel once purge_due has passed. The owner
+   * changes them, the purge reads and clears them: both under `lock`. */
+  hz_lock_t lock;
   uint64_t used_slices;
   uint64_t dirty_slices;
-  uint64_t purge_due;
-  struct hz_segment_s *purge_next;
+  uint64_t purge_due; /* written under `lock`, read with HZ_SHARED_GET */
+  struct hz_segment_s *purge_next; /* large: the cache's purge queue */
   struct hz_segment_s *purge_prev;
-  struct hz_segment_s *next; /* segments of this kind with a free page */
+  struct hz_segment_set_s *set; /* the owning heap's set, NULL if none */
+  struct hz_segment_s *next;    /* set: segments with a free slice; cache */
   struct hz_segment_s *prev;
-  struct hz_segment_s *all_next; /* every mapped page segment */
+  struct hz_segment_s *all_next; /* every segment of pages */
   struct hz_segment_s *all_prev;
-  hz_page_t *free_pages;
 } hz_segment_t;
 
-#define HZ_SLICE_SHIFT 16
-#define HZ_SLICE_SIZE  ((size_t)1 << HZ_SLICE_SHIFT)
-_Static_assert(HZ_SEGMENT_SIZE / HZ_SLICE_SIZE == 64, "one bit per slice");
+/* A heap's segments: only its owner (or a collector holding the heap)
+ * touches the set, so a page goes from segment to heap without a
+ * process-wide lock. */
+typedef struct hz_segment_set_s {
+  hz_segment_t *room;  /* segments with a free slice */
+  hz_segment_t *empty; /* one segment with no page, kept for reuse */
+  size_t used_slices;  /* over all its segments */
+} hz_segment_set_t;
 
 /* The header (page descriptors) fills the first 8 KiB. The secure
  * variants follow it with a guard page and keep another at the segment's
@@ -63,10 +95,10 @@ _Static_assert(HZ_SEGMENT_SIZE / HZ_SLICE_SIZE == 64, "one bit per slice");
 #define HZ_SEGMENT_META_SIZE   ((size_t)8 << 10)
 #define HZ_GUARD_SIZE          (HZ_SECURE ? (size_t)4096 : 0)
 #define HZ_SEGMENT_HEADER_SIZE (HZ_SEGMENT_META_SIZE + HZ_GUARD_SIZE)
-/* The map: one byte per segment of the address space below the arena
- * range's end (config.h), 1 MiB; the segments the kernel placed above it
- * are found through a second, two-level map of the whole 47-bit address
- * space, slower and off the free fast path. */
+/* The map, for segments outside the arena: one byte per segment of the
+ * address space below the hint range's end (config.h), 1 MiB; the
+ * segments the kernel placed above it are found through a second,
+ * two-level map of the whole 47-bit address space. */
 #define HZ_SEGMENT_MAP_ENTRIES                                                 \
   ((HZ_ARENA_BASE + HZ_ARENA_SIZE) >> HZ_SEGMENT_SHIFT)
 
@@ -75,10 +107,8 @@ extern _Atomic uint8_t hz_segment_map[HZ_SEGMENT_MAP_ENTRIES];
 /* The map entry of p above the first map's reach (0: not ours). */
 unsigned hz_segment_page_shift_far(const void *p);
 
-/* Segments waiting for their purge, in due order, linked by
- * purge_next/purge_prev: the segment box keeps one for segments with dirty
- * slices, the large box one for cached mappings; each guards its own with
- * its lock. */
+/* Cached large mappings waiting for their purge, in due order, linked by
+ * purge_next/purge_prev (the large box guards its queue with its lock). */
 typedef struct {
   hz_segment_t *first;
   hz_segment_t *last;
@@ -97,21 +127,24 @@ HZ_INLINE hz_segment_t *hz_segment_base(const void *p) {
   return (hz_segment_t *)(((uintptr_t)p - 1) & ~(uintptr_t)HZ_SEGMENT_MASK);
 }
 
-/* The map entry of the segment p would belong to: its page_shift when
- * it is one of ours, 0 when not (NULL included). */
-HZ_INLINE unsigned hz_segment_page_shift_of(const void *p) {
-  size_t index = ((uintptr_t)p - 1) >> HZ_SEGMENT_SHIFT;
-  if (HZ_UNLIKELY(index >= HZ_SEGMENT_MAP_ENTRIES))
-    return hz_segment_page_shift_far(p);
-  return atomic_load_explicit(&hz_segment_map[index], memory_order_relaxed);
-}
-
-/* The same from the first map alone (one load): 0 also for our segments
- * above its reach, which the caller then looks up with the above. */
+/* The same from the arena and the first map alone: HZ_SLICE_SHIFT in the
+ * arena (a subtract and a compare), else the map entry of its segment
+ * (63 for a large block), 0 also for our segments above the first map's
+ * reach, which the caller then looks up with the below. */
 HZ_INLINE unsigned hz_segment_page_shift_near(const void *p) {
+  if (HZ_LIKELY(hz_arena_holds(p))) return HZ_SLICE_SHIFT;
   size_t index = ((uintptr_t)p - 1) >> HZ_SEGMENT_SHIFT;
   if (HZ_UNLIKELY(index >= HZ_SEGMENT_MAP_ENTRIES)) return 0;
   return atomic_load_explicit(&hz_segment_map[index], memory_order_relaxed);
+}
+
+/* Nonzero when p is one of ours (NULL is not). */
+HZ_INLINE unsigned hz_segment_page_shift_of(const void *p) {
+  unsigned shift = hz_segment_page_shift_near(p);
+  if (shift == 0 && ((uintptr_t)p - 1) >> HZ_SEGMENT_SHIFT >=
+                        HZ_SEGMENT_MAP_ENTRIES)
+    return hz_segment_page_shift_far(p);
+  return shift;
 }
 
 /* True when p lies in one of our segments (false for NULL). */
@@ -124,22 +157,36 @@ HZ_INLINE hz_segment_t *hz_segment_of(const void *p) {
   return hz_segment_owns(p) ? hz_segment_base(p) : NULL;
 }
 
-/* With the segment's page_shift in hand (from the map). */
+/* The descriptor of the slice holding p, with the segment's page_shift in
+ * hand (from the map): the page's own when p is in its first slice, one
+ * that points back to it otherwise (hz_segment_page_first). */
 HZ_INLINE hz_page_t *hz_segment_page_at(hz_segment_t *seg, const void *p,
                                         unsigned page_shift) {
   return &seg->pages[((uintptr_t)p - (uintptr_t)seg) >> page_shift];
 }
 
-HZ_INLINE hz_page_t *hz_segment_page_of(hz_segment_t *seg, const void *p) {
-  return hz_segment_page_at(seg, p, seg->page_shift);
+/* The page a slice descriptor belongs to. */
+HZ_INLINE hz_page_t *hz_segment_page_first(hz_page_t *slice) {
+  if (HZ_UNLIKELY(hz_page_owner_word(slice) == HZ_PAGE_INTERIOR))
+    return slice->next;
+  return slice;
 }
 
-/* Kind of segment that holds pages for blocks of block_size. */
-hz_segment_kind_t hz_segment_kind_for(size_t block_size);
-/* A free page of the given kind (start/end set, owner unset), or NULL. */
-hz_page_t *hz_segment_page_alloc(hz_segment_kind_t kind);
-/* Give a page with no live block back to its segment. */
+HZ_INLINE hz_page_t *hz_segment_page_of(hz_segment_t *seg, const void *p) {
+  if (seg->kind == HZ_SEGMENT_LARGE) return &seg->pages[0];
+  return hz_segment_page_first(hz_segment_page_at(seg, p, HZ_SLICE_SHIFT));
+}
+
+/* Kind of page that holds blocks of block_size. */
+hz_page_kind_t hz_segment_kind_for(size_t block_size);
+/* A free page of the given kind from the set's segments (start/end set,
+ * owner unset), or NULL when no memory can be had. Placed in the fullest
+ * 2 MiB region with room. Owner of the set only. */
+hz_page_t *hz_segment_page_alloc(hz_segment_set_t *set, hz_page_kind_t kind);
+/* Give a page with no live block back to its segment (its set's owner). */
 void hz_segment_page_free(hz_page_t *page);
+/* Give the set's empty segment back to the process (trim, collection). */
+void hz_segment_set_trim(hz_segment_set_t *set);
 hz_segment_t *hz_segment_of_page(const hz_page_t *page);
 
 /* Secure variants: make the guard pages of a fresh mapping of map_size
@@ -161,19 +208,26 @@ void hz_segment_fork_child(void);
 
 /* Delayed purge: give back the free slices of segments that have been
  * dirty for the purge delay (every dirty slice when `force`), and with
- * `force` unmap the cached empty segments. Returns the ms clock of the
- * next slice that will fall due (UINT64_MAX if none). */
+ * `force` the cached empty segments. Returns the ms clock of the next
+ * slice that will fall due (UINT64_MAX if none). */
 uint64_t hz_segment_purge(uint64_t now, bool force);
 /* When the earliest dirty segment falls due (UINT64_MAX: none); any thread. */
 uint64_t hz_segment_purge_next(void);
 
 /* Counters for the stats report. */
 size_t hz_segment_count(void);
-/* How often the segment lock was taken (stats). */
+/* How often the process-wide segment lock was taken (stats). */
 uint64_t hz_segment_lock_taken(void);
-/* Empty segments kept mapped for reuse, and bytes of free slices not yet
- * purged. */
-void hz_segment_cached(size_t *segments, size_t *dirty_bytes);
+/* The state of the segments of pages, for the stats report. */
+#define HZ_FILL_BUCKETS 6 /* empty, <= 1/4, <= 1/2, <= 3/4, < full, full */
+typedef struct {
+  size_t cached;        /* empty segments kept mapped for reuse */
+  size_t dirty_bytes;   /* free slices not yet given back */
+  size_t regions[HZ_FILL_BUCKETS]; /* 2 MiB regions by slices in pages */
+  size_t huge_regions;  /* regions that asked for huge pages */
+  size_t arena_reserved, arena_in_use;
+} hz_segment_state_t;
+void hz_segment_state(hz_segment_state_t *out);
 /* Pages in use and the blocks they hand out, over every segment. Safe to
  * call from any thread (segments stay mapped while it runs); the numbers
  * are a snapshot that owners may be changing at the same time. */

@@ -225,7 +225,13 @@ void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
               "purged\n",
               m->large_cached, m->large_cached_bytes, m->large_dirty_bytes,
               m->segments_cached, m->dirty_bytes);
-  hz_os_print("  segments       %zu live\n", m->segments);
+  hz_os_print("  segments       %zu live; arena %zu bytes reserved, %zu in "
+              "use\n",
+              m->segments, m->arena_reserved, m->arena_in_use);
+  hz_os_print("  regions        %zu empty, %zu to 1/4 full, %zu to 1/2, %zu to "
+              "3/4, %zu less than full, %zu full; %zu asked for huge pages\n",
+              m->regions[0], m->regions[1], m->regions[2], m->regions[3],
+              m->regions[4], m->regions[5], m->huge_regions);
   hz_os_stats_t os;
   hz_os_counts(&os);
   hz_os_print(
@@ -320,11 +326,17 @@ bool hz_stats_write_json(const char *path, const hz_heap_summary_t *h,
            "  \"heaps\": %zu, \"heaps_pooled\": %zu,\n"
            "  \"pages_in_use\": %zu, \"pages_acquired\": %llu, "
            "\"pages_retired\": %llu,\n"
-           "  \"segments\": %zu, \"segments_cached\": %zu,\n",
+           "  \"segments\": %zu, \"segments_cached\": %zu, "
+           "\"free_held_bytes\": %zu,\n"
+           "  \"arena_reserved\": %zu, \"arena_in_use\": %zu, "
+           "\"huge_regions\": %zu,\n"
+           "  \"regions_by_fill\": [%zu, %zu, %zu, %zu, %zu, %zu],\n",
            h->heaps_total, h->heaps_pooled, h->pages_in_use,
            (unsigned long long)c->pages_acquired,
            (unsigned long long)c->pages_retired, m->segments,
-           m->segments_cached);
+           m->segments_cached, m->dirty_bytes, m->arena_reserved,
+           m->arena_in_use, m->huge_regions, m->regions[0], m->regions[1],
+           m->regions[2], m->regions[3], m->regions[4], m->regions[5]);
   remote_total_t remote = remote_total(h);
   json_add(&j,
            "  \"remote\": {\"frees\": %llu, \"batches\": %llu, "

@@ -51,6 +51,8 @@ typedef enum {
   HZ_LOCK_KINDS
 } hz_lock_kind_t;
 
+#define HZ_STATS_FILL_BUCKETS 6
+
 /* What the memory-returning boxes hold, for the report and mallinfo2, and
  * how often the locks were taken. */
 typedef struct {
@@ -58,6 +60,12 @@ typedef struct {
   size_t segments;           /* mapped segments, large mappings included */
   size_t segments_cached;    /* empty segments kept for reuse */
   size_t dirty_bytes;        /* free slices of segments not yet purged */
+  /* 2 MiB regions of the segments of pages by how much of them pages
+   * hold: empty, up to 1/4, 1/2, 3/4, less than full, full. */
+  size_t regions[HZ_STATS_FILL_BUCKETS];
+  size_t huge_regions;       /* regions that asked for a huge page */
+  size_t arena_reserved;     /* address space reserved for segments */
+  size_t arena_in_use;       /* of it, in segments handed out now */
   size_t large_cached;       /* freed large mappings kept for reuse */
   size_t large_cached_bytes; /* their mapped bytes */
   size_t large_dirty_bytes;  /* of those, not yet purged */

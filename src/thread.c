@@ -444,6 +444,7 @@ static bool thread_free_far(void *p, hz_segment_t **seg, hz_page_t **page) {
 void hz_thread_free_slow(void *p, hz_heap_t *heap, hz_segment_t *seg,
                          hz_page_t *page) {
   if (seg == NULL && !thread_free_far(p, &seg, &page)) return;
+  page = hz_segment_page_first(page); /* p past a page's first slice */
   hz_block_t *block = hz_heap_free_generic(heap, seg, page, p);
   if (block == NULL) return;
   heap = hz_thread_attach_for_free();

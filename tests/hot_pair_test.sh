@@ -39,9 +39,13 @@ within "release, 16-1024 B random" "$(instr "$BUILD/libhakozuna.so" random 16 10
 # link and follows a checked one on its page's list (release checks links
 # since the steering fix: 130 -> 135). The heap profiler's countdown adds
 # one branch to every malloc and a subtraction where slow paths read the
-# allocation count, which big pairs meet often (135.3 -> 137.3).
-within "release, 9000-32768 B random" "$(instr "$BUILD/libhakozuna.so" random 9000 32768)" 66
-within "release, 70000-200000 B random" "$(instr "$BUILD/libhakozuna.so" random 70000 200000)" 139
+# allocation count, which big pairs meet often (135.3 -> 137.3). Since
+# pages are runs of 64 KiB slices (one pool for every page size), a block
+# past its page's first slice reaches the page through one more load, the
+# slice's descriptor naming it (budgets 66 -> 70, 139 -> 143; measured
+# 69.0 and 141.9).
+within "release, 9000-32768 B random" "$(instr "$BUILD/libhakozuna.so" random 9000 32768)" 70
+within "release, 70000-200000 B random" "$(instr "$BUILD/libhakozuna.so" random 70000 200000)" 143
 within "secure, 8-64 B LIFO" "$(instr "$BUILD/libhakozuna-secure.so" lifo 8 64)" 77
 glibc_lifo=$(instr "" lifo 8 64)
 if [ -z "$glibc_lifo" ] || [ -z "$release_lifo" ] ||

@@ -30,9 +30,11 @@ static void push_local(hz_page_t *page, hz_block_t *b) {
  * flags in the low bits of its owner word). */
 static _Alignas(64) char fake_heap[64];
 
+static hz_segment_set_t segments; /* the fake heap's */
+
 static void exercise_class(uint8_t cls) {
   size_t size = hz_sizeclass_block_size(cls);
-  hz_page_t *page = hz_segment_page_alloc(hz_segment_kind_for(size));
+  hz_page_t *page = hz_segment_page_alloc(&segments, hz_segment_kind_for(size));
   CHECK(page != NULL);
   if (page == NULL) return;
   hz_page_init(page, (struct hz_heap_s *)fake_heap, cls);

@@ -1,6 +1,8 @@
 /* segment: pointer -> segment lookup answers for interior, boundary and
- * foreign pointers; pages of each kind tile their segment; empty segments
- * are recycled. */
+ * foreign pointers; pages of every kind are cut from one segment without
+ * overlap and within a 2 MiB region, the fullest region first; a freed
+ * page's slices serve a page of another kind; an empty segment stays with
+ * its set. */
 #include <stdlib.h>
 
 #include "check.h"
@@ -26,30 +28,60 @@ int main(void) {
   CHECK(hz_segment_of((void *)((uintptr_t)1 << 60)) == NULL);
   free(heap_block);
 
-  for (int kind = HZ_SEGMENT_SMALL; kind <= HZ_SEGMENT_BIG; kind++) {
-    hz_page_t *page = hz_segment_page_alloc((hz_segment_kind_t)kind);
+  /* One page of each kind from one set: all in one segment, every byte
+   * of a page's area (its later slices too) maps to the page. */
+  static hz_segment_set_t set;
+  hz_page_t *pages[HZ_KIND_COUNT];
+  for (int kind = 0; kind < HZ_KIND_COUNT; kind++) {
+    hz_page_t *page = pages[kind] = hz_segment_page_alloc(&set, kind);
     CHECK(page != NULL);
-    if (page == NULL) continue;
+    if (page == NULL) return check_report("segment");
     hz_segment_t *seg = hz_segment_of_page(page);
     CHECK(((uintptr_t)seg & HZ_SEGMENT_MASK) == 0);
-    CHECK(seg->kind == kind);
-    /* Every byte of the page's area maps to this segment and page. */
+    CHECK(seg->kind == HZ_SEGMENT_PAGES);
+    CHECK(seg == hz_segment_of_page(pages[0]));
     CHECK(hz_segment_of(hz_page_start(page)) == seg);
     CHECK(hz_segment_of(hz_page_end(page) - 1) == seg);
-    CHECK(hz_segment_page_of(seg, hz_page_start(page)) == page);
+    for (uint8_t *p = hz_page_start(page); p < hz_page_end(page);
+         p += HZ_SLICE_SIZE / 2)
+      CHECK(hz_segment_page_of(seg, p) == page);
     CHECK(hz_segment_page_of(seg, hz_page_end(page) - 1) == page);
-    CHECK(hz_segment_page_of(
-              seg, hz_page_start(page) +
-                       (hz_page_end(page) - hz_page_start(page)) / 2) == page);
     /* The header itself is not a page area. */
     CHECK(hz_page_start(page) >= (uint8_t *)seg + HZ_SEGMENT_HEADER_SIZE);
-    /* Pages of a kind tile the segment without overlap. */
-    for (int i = 1; i < seg->page_count; i++)
-      CHECK(hz_page_start(&seg->pages[i]) == hz_page_end(&seg->pages[i - 1]));
-    CHECK(hz_page_end(&seg->pages[seg->page_count - 1]) ==
-          (uint8_t *)seg + HZ_SEGMENT_SIZE);
-    hz_segment_page_free(page);
   }
+  /* Pages of different kinds never overlap; each lies in one 2 MiB
+   * region; the small ones fill one region, the big one the other. */
+  for (int a = 0; a < HZ_KIND_COUNT; a++) {
+    uintptr_t sa = (uintptr_t)hz_page_start(pages[a]);
+    CHECK(sa >> 21 == ((uintptr_t)hz_page_end(pages[a]) - 1) >> 21);
+    for (int b = 0; b < a; b++)
+      CHECK(hz_page_end(pages[a]) <= hz_page_start(pages[b]) ||
+            hz_page_end(pages[b]) <= hz_page_start(pages[a]));
+  }
+  uintptr_t small_region = (uintptr_t)hz_page_start(pages[0]) >> 21;
+  CHECK((uintptr_t)hz_page_start(pages[HZ_KIND_MEDIUM]) >> 21 == small_region);
+  CHECK((uintptr_t)hz_page_start(pages[HZ_KIND_WIDE]) >> 21 == small_region);
+  CHECK((uintptr_t)hz_page_start(pages[HZ_KIND_BIG]) >> 21 != small_region);
+
+  /* The memory of a freed wide page serves medium pages: the first one
+   * cut lands on it (its slices are resident). */
+  uint8_t *wide_start = hz_page_start(pages[HZ_KIND_WIDE]);
+  uint8_t *wide_end = hz_page_end(pages[HZ_KIND_WIDE]);
+  hz_segment_page_free(pages[HZ_KIND_WIDE]);
+  CHECK(hz_segment_page_of(hz_segment_of(wide_start), wide_start)->owner == 0);
+  hz_page_t *medium = hz_segment_page_alloc(&set, HZ_KIND_MEDIUM);
+  CHECK(medium != NULL && hz_page_start(medium) >= wide_start &&
+        hz_page_end(medium) <= wide_end);
+  hz_segment_page_free(medium);
+
+  /* Every page back: the segment stays with the set for its next page. */
+  hz_segment_t *seg = hz_segment_of_page(pages[0]);
+  for (int kind = 0; kind < HZ_KIND_COUNT; kind++)
+    if (kind != HZ_KIND_WIDE) hz_segment_page_free(pages[kind]);
+  CHECK(set.empty == seg && set.used_slices == 0);
+  hz_page_t *again = hz_segment_page_alloc(&set, HZ_KIND_BIG);
+  CHECK(again != NULL && hz_segment_of_page(again) == seg);
+  hz_segment_page_free(again);
 
   /* Large blocks: the block start maps to its header, including a block
    * that starts exactly one segment after the header (4 MiB alignment). */
