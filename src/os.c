@@ -276,6 +276,32 @@ bool hz_os_thp_always(void) {
          strstr(buf, "[always]") != NULL;
 }
 
+size_t hz_os_resident(void *addr, size_t size) {
+  unsigned char vec[512];
+  size_t page = hz_os_page_size(), pages = size / page;
+  if (pages > sizeof vec) return 0;
+  int saved = errno;
+  int rc = mincore(addr, size, vec);
+  errno = saved;
+  if (rc != 0) return 0;
+  size_t resident = 0;
+  for (size_t i = 0; i < pages; i++)
+    resident += vec[i] & 1;
+  return resident * page;
+}
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+
+bool hz_os_collapse(void *addr, size_t size) {
+  int saved = errno;
+  bool ok = OS_MADVISE(addr, size, MADV_COLLAPSE) == 0;
+  errno = saved;
+  COUNT(madvise_calls, 1);
+  return ok;
+}
+
 int hz_os_thp_mode(void) {
   char buf[128];
   if (!os_read_small_file("/sys/kernel/mm/transparent_hugepage/enabled", buf,

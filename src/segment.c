@@ -342,21 +342,52 @@ static bool huge_allowed(void) {
   return policy == 1;
 }
 
-/* A region opened with nothing resident in it: ask for a huge page when
- * the set already fills a region's worth of pages (memory that will be
- * dense) and the kernel has a free 2 MiB block (no compaction inside the
- * fault). A region holding a program's first small blocks never asks. */
-static void region_maybe_huge(hz_segment_set_t *set, hz_segment_t *seg,
-                              unsigned region) {
-  uint64_t bits = region_bits(region);
-  if ((seg->huge >> region & 1) || ((seg->used_slices | seg->dirty_slices) &
-                                    bits) != 0)
-    return;
-  if (set->used_slices < HZ_REGION_SLICES || !huge_allowed()) return;
-  if (hz_os_free_huge_blocks() == 0) return;
-  hz_os_huge_pages((uint8_t *)seg + ((size_t)region << 21),
-                   (size_t)HZ_REGION_SLICES << HZ_SLICE_SHIFT, true);
-  seg->huge |= (uint8_t)(1u << region);
+/* Regions worth a huge page: every slice in a page and at least 7/8 of
+ * the region resident already, so the huge page adds at most 1/8 to the
+ * resident set; found under the segment lock, collapsed outside it. A
+ * region looked at and found sparse is looked at again once a page of
+ * it changes. */
+#define DENSE_RESIDENT_EIGHTHS 7
+#define COLLAPSE_PER_ROUND     2
+
+static unsigned densify_candidates(uint8_t **out, unsigned max) {
+  unsigned n = 0;
+  hz_lock(&segment_lock);
+  for (hz_segment_t *seg = segment_all; seg != NULL && n < max;
+       seg = seg->all_next) {
+    hz_lock(&seg->lock);
+    for (unsigned r = 0; r < HZ_REGIONS_PER_SEGMENT && n < max; r++) {
+      unsigned bit = 1u << r;
+      if ((seg->huge | seg->looked) & bit ||
+          (seg->used_slices & region_bits(r)) != region_bits(r))
+        continue;
+      seg->looked |= (uint8_t)bit;
+      out[n++] = (uint8_t *)seg + ((size_t)r << 21);
+    }
+    hz_unlock(&seg->lock);
+  }
+  hz_unlock(&segment_lock);
+  return n;
+}
+
+static void region_mark_huge(uint8_t *region) {
+  hz_segment_t *seg = hz_segment_base(region + 1);
+  hz_lock(&seg->lock);
+  seg->huge |= (uint8_t)(1u << (((uintptr_t)region >> 21) & 1));
+  hz_unlock(&seg->lock);
+}
+
+void hz_segment_densify(void) {
+  if (!huge_allowed()) return;
+  uint8_t *regions[COLLAPSE_PER_ROUND];
+  unsigned n = densify_candidates(regions, COLLAPSE_PER_ROUND);
+  size_t size = (size_t)HZ_REGION_SLICES << HZ_SLICE_SHIFT;
+  for (unsigned i = 0; i < n; i++) {
+    if (hz_os_resident(regions[i], size) * 8 < size * DENSE_RESIDENT_EIGHTHS)
+      continue;
+    if (!hz_os_collapse(regions[i], size)) continue;
+    region_mark_huge(regions[i]);
+  }
 }
 
 /* ---------------------------------------------------------------------------
@@ -447,7 +478,6 @@ static hz_page_t *region_cut(hz_segment_set_t *set, hz_segment_t *seg,
   hz_lock(&seg->lock);
   uint64_t runs = runs_of(~seg->used_slices, n) & region_bits(region);
   uint64_t resident = runs & runs_of(seg->dirty_slices, n);
-  if (resident == 0) region_maybe_huge(set, seg, region);
   unsigned first = (unsigned)__builtin_ctzll(resident != 0 ? resident : runs);
   uint64_t bits = (n == 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1) << first;
   seg->used_slices |= bits;
@@ -496,6 +526,7 @@ void hz_segment_page_free(hz_page_t *page) {
   bool was_full = seg->used_slices == ~(uint64_t)0;
   hz_lock(&seg->lock);
   memset(&seg->pages[first], 0, n * sizeof(hz_page_t));
+  seg->looked &= (uint8_t)~(1u << (first / HZ_REGION_SLICES));
   seg->used_slices &= ~bits;
   seg->dirty_slices |= bits;
   uint64_t due = HZ_SHARED_GET(seg->purge_due);

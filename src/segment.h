@@ -55,7 +55,8 @@ typedef struct hz_segment_s {
   hz_page_t pages[HZ_SLICES + 1];
   uint8_t kind;
   uint8_t page_shift; /* its map entry: HZ_SLICE_SHIFT, or 63 (large) */
-  uint8_t huge;       /* bit r: region r asked for huge pages */
+  uint8_t huge;       /* bit r: region r is backed by a huge page */
+  uint8_t looked;     /* bit r: region r was found too sparse for one */
   uint8_t mapped;     /* mapped on its own, outside the arena */
   uint16_t used_pages;
   uint8_t zeroed;  /* large: the block area reads as zeros */
@@ -211,6 +212,9 @@ void hz_segment_fork_child(void);
  * `force` the cached empty segments. Returns the ms clock of the next
  * slice that will fall due (UINT64_MAX if none). */
 uint64_t hz_segment_purge(uint64_t now, bool force);
+/* Background (the purge thread): back a few regions that are full of
+ * pages and nearly all resident with huge pages (MADV_COLLAPSE). */
+void hz_segment_densify(void);
 /* When the earliest dirty segment falls due (UINT64_MAX: none); any thread. */
 uint64_t hz_segment_purge_next(void);
 

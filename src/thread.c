@@ -283,6 +283,7 @@ static void *purge_thread_main(void *arg) {
       collected = now;
     }
     hz_purge_run(false);
+    hz_segment_densify();
   }
   return NULL;
 }
