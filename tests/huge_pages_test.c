@@ -1,0 +1,123 @@
+/* huge_pages: huge pages back memory the program fills densely and no
+ * other. In a threaded program (the purge thread runs), a region holding
+ * one small block never gets a huge page; once 48 MiB of small blocks are
+ * written, the regions they fill do (AnonHugePages of the arena's
+ * mapping, /proc/self/smaps) within a few seconds; with HZ_THP=0, none.
+ * Skipped, with a note, where the kernel has no transparent huge pages or
+ * cannot collapse memory into them (MADV_COLLAPSE, Linux 6.1). */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "check.h"
+#include "child_run.h"
+#include "test_util.h"
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+
+#define MiB    ((size_t)1 << 20)
+#define DENSE  (48 * MiB)
+#define BLOCK  64
+
+static void *(*volatile xmalloc)(size_t) = malloc;
+
+/* AnonHugePages of the mapping that contains p, in bytes. */
+static size_t huge_bytes_around(const void *p) {
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (f == NULL) return 0;
+  char line[512];
+  bool inside = false;
+  size_t kb = 0;
+  while (fgets(line, sizeof line, f) != NULL) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') &&
+        strstr(line, " kB") == NULL) {
+      inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+      continue;
+    }
+    if (inside && sscanf(line, "AnonHugePages: %zu kB", &kb) == 1) break;
+  }
+  fclose(f);
+  return inside ? kb << 10 : 0;
+}
+
+static void *touch(void *arg) {
+  (void)arg;
+  free(xmalloc(100)); /* a second heap: the purge thread starts */
+  return NULL;
+}
+
+static int child(void) {
+  pthread_t t;
+  pthread_create(&t, NULL, touch, NULL);
+  pthread_join(t, NULL);
+  char *one = xmalloc(BLOCK);
+  memset(one, 1, BLOCK);
+  test_sleep_ms(500);
+  fprintf(stderr, "one-block %zu\n", huge_bytes_around(one));
+  char **blocks = xmalloc(DENSE / BLOCK * sizeof *blocks);
+  for (size_t i = 0; i < DENSE / BLOCK; i++) {
+    blocks[i] = xmalloc(BLOCK);
+    memset(blocks[i], 2, BLOCK);
+  }
+  size_t huge = 0;
+  for (int wait = 0; wait < 30 && huge < DENSE / 2; wait++) {
+    test_sleep_ms(100);
+    huge = huge_bytes_around(blocks[DENSE / BLOCK / 2]);
+  }
+  fprintf(stderr, "dense %zu\n", huge);
+  return 0;
+}
+
+/* Why huge pages cannot be had here, or NULL. */
+static const char *no_huge_pages(void) {
+  FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+  if (f == NULL) return "no transparent huge pages in this kernel";
+  char mode[128] = "";
+  char *got = fgets(mode, sizeof mode, f);
+  fclose(f);
+  if (got == NULL || strstr(mode, "[never]") != NULL)
+    return "transparent huge pages are off ([never])";
+  size_t size = 4 * MiB;
+  uint8_t *raw = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return "no memory";
+  uint8_t *region = (uint8_t *)(((uintptr_t)raw + 2 * MiB - 1) & ~(2 * MiB - 1));
+  memset(region, 1, 2 * MiB);
+  int rc = madvise(region, 2 * MiB, MADV_COLLAPSE);
+  munmap(raw, size);
+  return rc == 0 ? NULL : "MADV_COLLAPSE fails here";
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "child") == 0) return child();
+  const char *why = no_huge_pages();
+  if (why != NULL) {
+    printf("huge_pages: skipped: %s\n", why);
+    return 0;
+  }
+  size_t one = 0, dense = 0;
+  child_result_t r = child_run(argv[0], "child", (const char *const[]){NULL});
+  CHECK_MSG(r.status == 0 && sscanf(strstr(r.err, "one-block") ?: "",
+                                    "one-block %zu", &one) == 1 &&
+                sscanf(strstr(r.err, "dense") ?: "", "dense %zu", &dense) == 1,
+            "child: exit %d:\n%s", r.status, r.err);
+  CHECK_MSG(one == 0, "%zu bytes of huge pages around one small block", one);
+  CHECK_MSG(dense >= DENSE / 2,
+            "%zu MiB of huge pages under 48 MiB of written small blocks",
+            dense / MiB);
+  free(r.err);
+
+  r = child_run(argv[0], "child", (const char *const[]){"HZ_THP=0", NULL});
+  CHECK_MSG(r.status == 0 && sscanf(strstr(r.err, "dense") ?: "", "dense %zu",
+                                    &dense) == 1 && dense == 0,
+            "HZ_THP=0: exit %d:\n%s", r.status, r.err);
+  free(r.err);
+  return check_report("huge_pages");
+}
