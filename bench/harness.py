@@ -54,7 +54,9 @@ Sets (see --list for the exact commands and the time estimate)
             scheduler (BENCH_NO_PIN=1), as programs run; random_mixed app,
             tiny_hot, larson, kv, malloc_large, rss_plateau, redis-server,
             prodcons (1 producer, 3 consumers that only free; 16 B-1 KiB and
-            16 B-32 KiB), size_loop (random sizes 16 B-8 KiB, each freed 8
+            16 B-32 KiB), batch_queue (batches of 4096 blocks of 64 B or
+            8-2048 B through a mutex-and-condvar queue of 100 batches, 2
+            producers and 2 consumers, 1 and 3), size_loop (random sizes 16 B-8 KiB, each freed 8
             allocations later), grow_late (1M blocks of 16-512 B built up,
             filled, freed at the end), hot_pair (see below); 5 runs per
             case and allocator.
@@ -250,6 +252,12 @@ OTHER = [
     ("prodcons",     "1x3-32KiB", [1, 3, It(2_000_000), 16, 32768], 0.5, True),
     ("prodcons",     "4x12-1KiB", [4, 12, It(4_000_000), 16, 1024], 0.4, False),
     ("prodcons",     "4x12-32KiB", [4, 12, It(2_000_000), 16, 32768], 0.6, False),
+    # batch_queue PRODUCERS CONSUMERS BATCHES MIN MAX BATCH DEPTH: batches
+    # of 4096 blocks through one mutex-and-condvar queue of 100 batches
+    ("batch_queue",  "2x2-64B",   [2, 2, It(1000), 64, 64, 4096, 100], 0.3, True),
+    ("batch_queue",  "1x3-64B",   [1, 3, It(1000), 64, 64, 4096, 100], 0.3, True),
+    ("batch_queue",  "2x2-8-2048", [2, 2, It(500), 8, 2048, 4096, 100], 0.4, True),
+    ("batch_queue",  "1x3-8-2048", [1, 3, It(500), 8, 2048, 4096, 100], 0.4, True),
 ]
 
 # Real programs: the script gets the allocator library (or "") as argument.
@@ -284,6 +292,7 @@ FAMILY_KEYS = {
     "thread_churn": ["rss_start_kb", "rss_end_kb"],
     "long_run": ["rss_q1_kb", "rss_q4_kb", "growth"],
     "prodcons": ["waits"],
+    "batch_queue": ["waits"],
 }
 # ============================================================================
 

@@ -25,6 +25,7 @@ declare -A ARGS=(
   [thread_churn]="300 4"
   [long_run]="4 2 300 100 1"
   [prodcons]="1 2 20000 16 1024"
+  [batch_queue]="2 2 20 8 2048 256 4"
   [size_loop]="200000 16 8192 8"
   [grow_late]="20000 16 512 16"
   [hot_pair]="malloc 20000 16 1024 random 100"
