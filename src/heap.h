@@ -154,6 +154,9 @@ struct hz_block_s *hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg,
 /* Free a block, checked already, through `heap` (owner or not). */
 void hz_heap_free_block(hz_heap_t *heap, hz_page_t *page,
                         struct hz_block_s *block);
+/* A block of another heap's page with no flag, freed by a thread with a
+ * heap: checked against the blocks that fit, then into the stash. */
+void hz_heap_free_remote_plain(hz_heap_t *heap, hz_page_t *page, void *p);
 /* A thread with no heap and none to get: the block goes straight to its
  * owner's inbox. */
 void hz_heap_free_orphan(hz_page_t *page, struct hz_block_s *block);
@@ -241,7 +244,12 @@ HZ_INLINE void hz_heap_free(void *p) {
       word = hz_page_owner_word(page);
     }
     if (word != (uintptr_t)heap) {
-      hz_thread_free_slow(p, heap, seg, page);
+      /* Another heap's plain page: straight to the stash. */
+      if ((word & HZ_PAGE_FLAG_MASK) == 0 && word != 0 &&
+          heap != &hz_heap_empty)
+        hz_heap_free_remote_plain(heap, page, p);
+      else
+        hz_thread_free_slow(p, heap, seg, page);
       return;
     }
   }

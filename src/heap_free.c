@@ -110,6 +110,24 @@ void hz_heap_free_block(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
   hz_heap_leave(heap);
 }
 
+void hz_heap_free_remote_plain(hz_heap_t *heap, hz_page_t *page, void *p) {
+  hz_bin_t *bin = &heap->bins[page->class_id]; /* divisors are per class */
+  uint32_t offset = (uint32_t)((uintptr_t)p - (uintptr_t)hz_page_start(page));
+  if (HZ_UNLIKELY(hz_sizeclass_index_rotated(bin->inverse, bin->rotate,
+                                             offset) >= page->reserved)) {
+    hz_heap_bad_free(page, p);
+    return;
+  }
+  if (HZ_UNLIKELY(!hz_check_freeing_fast(p))) {
+    hz_heap_free_generic(heap, hz_segment_base(p), page, p); /* has a heap */
+    return;
+  }
+  bin->frees++;
+  hz_heap_enter(heap);
+  heap_free_remote(heap, page, p);
+  hz_heap_leave(heap);
+}
+
 void hz_heap_free_orphan(hz_page_t *page, hz_block_t *block) {
   uint8_t cls = page->class_id; /* the page may go once the block is home */
   hz_stats_count_orphan_free(cls, hz_remote_push_one(&hz_page_heap(page)->inbox,
