@@ -22,6 +22,14 @@ static bool arena_tried;    /* the reservation was attempted */
 static size_t arena_in_use; /* segments handed out, in bytes */
 static uint64_t arena_free[ARENA_SEGMENTS / 64]; /* committed and free */
 
+/* Huge pages only where the segment box asks for them, region by region
+ * (and never with HZ_THP=0): where the kernel's mode is "always" every
+ * range would get them, so it says no first. */
+void hz_arena_advise(void *start, size_t size) {
+  if (!hz_option_enabled(HZ_OPTION_THP) || hz_os_thp_mode() == 2)
+    hz_os_huge_pages(start, size, false);
+}
+
 static void arena_reserve(void) {
   arena_tried = true;
   size_t size = ARENA_MAX;
@@ -31,10 +39,7 @@ static void arena_reserve(void) {
   for (; size >= ARENA_MIN; size /= 2) {
     void *start = hz_os_reserve(size, HZ_SEGMENT_SIZE);
     if (start == NULL) continue;
-    /* Huge pages only where the segment box asks for them, region by
-     * region (and never with HZ_THP=0). */
-    if (!hz_option_enabled(HZ_OPTION_THP) || hz_os_thp_mode() == 2)
-      hz_os_huge_pages(start, size, false);
+    hz_arena_advise(start, size);
     arena_size = size;
     atomic_store_explicit(&hz_arena.start, (uintptr_t)start,
                           memory_order_relaxed);

@@ -44,6 +44,9 @@ void *hz_arena_take(void);
 /* A segment back (all its pages free): its memory goes back to the
  * kernel, and it is handed out again before any new one. */
 void hz_arena_give(void *seg);
+/* The huge-page advice a fresh range of segments starts with (the
+ * reservation, and segments the segment box maps on their own). */
+void hz_arena_advise(void *start, size_t size);
 /* Bytes reserved, and bytes of segments handed out now. */
 size_t hz_arena_reserved(void);
 size_t hz_arena_in_use(void);

@@ -1,10 +1,9 @@
 /* Build-wide constants and helper macros shared by every box.
  *
- * Geometry: memory comes in 4 MiB segments aligned to their size; a segment
- * is cut into pages of one kind (small 64 KiB, medium 128 KiB, wide
- * 512 KiB, big = the whole segment; a page holds at least 8 blocks, page 0
- * of a segment at least 7). Pointer -> segment is a mask, segment -> page a
- * shift. */
+ * Geometry: memory comes in 4 MiB segments aligned to their size, cut into
+ * 64 KiB slices; a page is a run of slices sized by its blocks (segment.h;
+ * a page holds at least 8 blocks, a segment's first page at least 7).
+ * Pointer -> segment is a mask, segment -> slice a shift. */
 #ifndef HZ_CONFIG_H
 #define HZ_CONFIG_H
 
@@ -39,13 +38,10 @@
 #define HZ_ARENA_BASE ((uintptr_t)2 << 40)
 #define HZ_ARENA_SIZE ((uintptr_t)2 << 40)
 
-#define HZ_SMALL_PAGE_SHIFT  16 /* 64 KiB pages for blocks <= 8 KiB */
-#define HZ_MEDIUM_PAGE_SHIFT 17 /* 128 KiB pages for blocks <= 16 KiB */
-#define HZ_WIDE_PAGE_SHIFT   19 /* 512 KiB pages for blocks <= 64 KiB */
-#define HZ_SMALL_BLOCK_MAX   ((size_t)8 << 10)
-#define HZ_MEDIUM_BLOCK_MAX  ((size_t)16 << 10)
-#define HZ_WIDE_BLOCK_MAX    ((size_t)64 << 10)
-#define HZ_PAGES_PER_SEGMENT (HZ_SEGMENT_SIZE >> HZ_SMALL_PAGE_SHIFT)
+/* The largest block of each page kind but the biggest (segment.h). */
+#define HZ_SMALL_BLOCK_MAX  ((size_t)8 << 10)
+#define HZ_MEDIUM_BLOCK_MAX ((size_t)16 << 10)
+#define HZ_WIDE_BLOCK_MAX   ((size_t)64 << 10)
 
 /* Largest thread-cached block; anything bigger goes to the large box. */
 #define HZ_SMALL_MAX ((size_t)256 << 10)

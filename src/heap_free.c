@@ -111,10 +111,7 @@ void hz_heap_free_block(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
 }
 
 void hz_heap_free_remote_plain(hz_heap_t *heap, hz_page_t *page, void *p) {
-  hz_bin_t *bin = &heap->bins[page->class_id]; /* divisors are per class */
-  uint32_t offset = (uint32_t)((uintptr_t)p - (uintptr_t)hz_page_start(page));
-  if (HZ_UNLIKELY(hz_sizeclass_index_rotated(bin->inverse, bin->rotate,
-                                             offset) >= page->reserved)) {
+  if (HZ_UNLIKELY(!hz_page_is_block(page, p, page->reserved))) {
     hz_heap_bad_free(page, p);
     return;
   }
@@ -122,7 +119,7 @@ void hz_heap_free_remote_plain(hz_heap_t *heap, hz_page_t *page, void *p) {
     hz_heap_free_generic(heap, hz_segment_base(p), page, p); /* has a heap */
     return;
   }
-  bin->frees++;
+  heap->bins[page->class_id].frees++;
   hz_heap_enter(heap);
   heap_free_remote(heap, page, p);
   hz_heap_leave(heap);

@@ -269,13 +269,6 @@ bool hz_os_random(void *buf, size_t size) {
   return false;
 }
 
-bool hz_os_thp_always(void) {
-  char buf[128];
-  return os_read_small_file("/sys/kernel/mm/transparent_hugepage/enabled", buf,
-                            sizeof buf) &&
-         strstr(buf, "[always]") != NULL;
-}
-
 size_t hz_os_resident(void *addr, size_t size) {
   unsigned char vec[512];
   size_t page = hz_os_page_size(), pages = size / page;
@@ -302,13 +295,20 @@ bool hz_os_collapse(void *addr, size_t size) {
   return ok;
 }
 
+/* Read once: asked per segment mapped and per region that may collapse. */
 int hz_os_thp_mode(void) {
+  static _Atomic int mode = -1;
+  int m = atomic_load_explicit(&mode, memory_order_relaxed);
+  if (m >= 0) return m;
   char buf[128];
-  if (!os_read_small_file("/sys/kernel/mm/transparent_hugepage/enabled", buf,
-                          sizeof buf))
-    return 0;
-  if (strstr(buf, "[always]") != NULL) return 2;
-  return strstr(buf, "[madvise]") != NULL ? 1 : 0;
+  m = 0;
+  if (os_read_small_file("/sys/kernel/mm/transparent_hugepage/enabled", buf,
+                         sizeof buf))
+    m = strstr(buf, "[always]") != NULL    ? 2
+        : strstr(buf, "[madvise]") != NULL ? 1
+                                           : 0;
+  atomic_store_explicit(&mode, m, memory_order_relaxed);
+  return m;
 }
 
 /* /proc/buddyinfo: a line per zone, "Node 0, zone Normal" and then the

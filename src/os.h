@@ -40,16 +40,14 @@ bool hz_os_discard(void *addr, size_t size, bool lazy);
 /* Ask the kernel to back the range with transparent huge pages where it
  * can, also when its mode is "madvise" (`wanted`), or never to. */
 void hz_os_huge_pages(void *addr, size_t size, bool wanted);
-/* True if the kernel backs every anonymous mapping with huge pages where
- * it can (transparent_hugepage/enabled is "always"). */
-bool hz_os_thp_always(void);
 /* Bytes of [addr, addr + size) resident now (mincore; at most 2 MiB of
  * 4 KiB pages; 0 if unknown). */
 size_t hz_os_resident(void *addr, size_t size);
 /* Back the range with huge pages now, copying what is resident
  * (MADV_COLLAPSE); false if the kernel cannot or will not. */
 bool hz_os_collapse(void *addr, size_t size);
-/* The kernel's transparent huge page mode: 0 never, 1 madvise, 2 always. */
+/* The kernel's transparent huge page mode at the first call: 0 never, 1
+ * madvise, 2 always. */
 int hz_os_thp_mode(void);
 /* Free physical blocks of a huge page's size (2 MiB) or more, counted in
  * 2 MiB units (/proc/buddyinfo, all zones): 0 means a huge-page fault

@@ -40,8 +40,6 @@ static size_t segment_cache_count;
 static hz_segment_t *segment_all; /* every segment of pages, by all_next */
 static _Atomic size_t segment_live;
 static _Atomic uint64_t purge_next_due = UINT64_MAX;
-/* Huge pages: -1 not known yet, 0 never, 1 for dense regions. */
-static _Atomic int huge_policy = -1;
 
 static const uint8_t kind_slices[HZ_KIND_COUNT] = {1, 2, 8, HZ_REGION_SLICES};
 
@@ -158,8 +156,7 @@ static void segment_format(hz_segment_t *seg, bool mapped) {
 static hz_segment_t *segment_map_new(void) {
   hz_segment_t *seg = hz_os_map_aligned(HZ_SEGMENT_SIZE, HZ_SEGMENT_SIZE);
   if (seg == NULL) return NULL;
-  if (!hz_option_enabled(HZ_OPTION_THP) || hz_os_thp_mode() == 2)
-    hz_os_huge_pages(seg, HZ_SEGMENT_SIZE, false);
+  hz_arena_advise(seg, HZ_SEGMENT_SIZE);
   segment_format(seg, true);
   if (!map_set(seg, HZ_SLICE_SHIFT)) {
     hz_os_unmap(seg, HZ_SEGMENT_SIZE);
@@ -334,12 +331,7 @@ uint64_t hz_segment_purge_next(void) {
  * Huge pages by region
  * ------------------------------------------------------------------------- */
 static bool huge_allowed(void) {
-  int policy = atomic_load_explicit(&huge_policy, memory_order_relaxed);
-  if (policy < 0) {
-    policy = hz_option_enabled(HZ_OPTION_THP) && hz_os_thp_mode() != 0;
-    atomic_store_explicit(&huge_policy, policy, memory_order_relaxed);
-  }
-  return policy == 1;
+  return hz_option_enabled(HZ_OPTION_THP) && hz_os_thp_mode() != 0;
 }
 
 /* Regions worth a huge page: every slice in a page and at least 7/8 of
@@ -393,15 +385,17 @@ void hz_segment_densify(void) {
 /* ---------------------------------------------------------------------------
  * Pages from a set
  * ------------------------------------------------------------------------- */
+/* The bits of slices first .. first+n-1 (n at most 32). */
+static uint64_t run_bits(unsigned first, unsigned n) {
+  return (((uint64_t)1 << n) - 1) << first;
+}
+
 /* Bit i set when slices i .. i+n-1 are all in `bits` (n a power of two),
  * for i a multiple of n. */
 static uint64_t runs_of(uint64_t bits, unsigned n) {
   for (unsigned w = 1; w < n; w <<= 1)
     bits &= bits >> w;
-  uint64_t aligned = 0;
-  for (unsigned i = 0; i < HZ_SLICES; i += n)
-    aligned |= (uint64_t)1 << i;
-  return bits & aligned;
+  return bits & (~(uint64_t)0 / run_bits(0, n)); /* one bit every n */
 }
 
 typedef struct {
@@ -473,19 +467,17 @@ static hz_page_t *page_make(hz_segment_t *seg, unsigned first, unsigned n) {
 
 /* Cut a page of n slices in the region: the first run whose slices are
  * all resident, else the first run. */
-static hz_page_t *region_cut(hz_segment_set_t *set, hz_segment_t *seg,
-                             unsigned region, unsigned n) {
+static hz_page_t *region_cut(hz_segment_t *seg, unsigned region,
+                             unsigned n) {
   hz_lock(&seg->lock);
   uint64_t runs = runs_of(~seg->used_slices, n) & region_bits(region);
   uint64_t resident = runs & runs_of(seg->dirty_slices, n);
   unsigned first = (unsigned)__builtin_ctzll(resident != 0 ? resident : runs);
-  uint64_t bits = (n == 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1) << first;
+  uint64_t bits = run_bits(first, n);
   seg->used_slices |= bits;
   seg->dirty_slices &= ~bits;
   hz_page_t *page = page_make(seg, first, n);
   hz_unlock(&seg->lock);
-  seg->used_pages++;
-  set->used_slices += n;
   return page;
 }
 
@@ -501,7 +493,7 @@ hz_page_t *hz_segment_page_alloc(hz_segment_set_t *set, hz_page_kind_t kind) {
   }
   hz_segment_t *seg = at.seg;
   if (seg == set->empty) set->empty = NULL;
-  hz_page_t *page = region_cut(set, seg, at.region, n);
+  hz_page_t *page = region_cut(seg, at.region, n);
   if (seg->used_slices == ~(uint64_t)0) set_remove(set, seg);
   return page;
 }
@@ -513,8 +505,7 @@ static uint64_t page_bits(const hz_segment_t *seg, const hz_page_t *page) {
   unsigned first = (unsigned)(offset >> HZ_SLICE_SHIFT);
   unsigned end =
       (unsigned)((offset + page->area + HZ_SLICE_SIZE - 1) >> HZ_SLICE_SHIFT);
-  unsigned n = end - first;
-  return (n == 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1) << first;
+  return run_bits(first, end - first);
 }
 
 void hz_segment_page_free(hz_page_t *page) {
@@ -537,8 +528,6 @@ void hz_segment_page_free(hz_page_t *page) {
   if (hz_option(HZ_OPTION_PURGE_DELAY_MS) == 0) segment_purge_one(seg, false);
   hz_unlock(&seg->lock);
   purge_note_due(due);
-  seg->used_pages--;
-  set->used_slices -= n;
   if (was_full) set_push(set, seg);
   if (seg->used_slices != 0) return;
   if (set->empty == NULL) {

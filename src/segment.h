@@ -58,7 +58,7 @@ typedef struct hz_segment_s {
   uint8_t huge;       /* bit r: region r is backed by a huge page */
   uint8_t looked;     /* bit r: region r was found too sparse for one */
   uint8_t mapped;     /* mapped on its own, outside the arena */
-  uint16_t used_pages;
+  uint16_t used_pages; /* large: 1 while its block is live */
   uint8_t zeroed;  /* large: the block area reads as zeros */
   size_t map_size; /* bytes mapped from the segment start (large blocks) */
   size_t touched;  /* large: bytes from the start that may be resident */
@@ -85,7 +85,6 @@ typedef struct hz_segment_s {
 typedef struct hz_segment_set_s {
   hz_segment_t *room;  /* segments with a free slice */
   hz_segment_t *empty; /* one segment with no page, kept for reuse */
-  size_t used_slices;  /* over all its segments */
 } hz_segment_set_t;
 
 /* The header (page descriptors) fills the first 8 KiB. The secure
@@ -128,24 +127,15 @@ HZ_INLINE hz_segment_t *hz_segment_base(const void *p) {
   return (hz_segment_t *)(((uintptr_t)p - 1) & ~(uintptr_t)HZ_SEGMENT_MASK);
 }
 
-/* The same from the arena and the first map alone: HZ_SLICE_SHIFT in the
- * arena (a subtract and a compare), else the map entry of its segment
- * (63 for a large block), 0 also for our segments above the first map's
- * reach, which the caller then looks up with the below. */
-HZ_INLINE unsigned hz_segment_page_shift_near(const void *p) {
+/* Nonzero when p is one of ours (NULL is not): HZ_SLICE_SHIFT in the
+ * arena (a subtract and a compare), else the map entry of its segment (63
+ * for a large block), from the first map or, above its reach, the second. */
+HZ_INLINE unsigned hz_segment_page_shift_of(const void *p) {
   if (HZ_LIKELY(hz_arena_holds(p))) return HZ_SLICE_SHIFT;
   size_t index = ((uintptr_t)p - 1) >> HZ_SEGMENT_SHIFT;
-  if (HZ_UNLIKELY(index >= HZ_SEGMENT_MAP_ENTRIES)) return 0;
-  return atomic_load_explicit(&hz_segment_map[index], memory_order_relaxed);
-}
-
-/* Nonzero when p is one of ours (NULL is not). */
-HZ_INLINE unsigned hz_segment_page_shift_of(const void *p) {
-  unsigned shift = hz_segment_page_shift_near(p);
-  if (shift == 0 && ((uintptr_t)p - 1) >> HZ_SEGMENT_SHIFT >=
-                        HZ_SEGMENT_MAP_ENTRIES)
+  if (HZ_UNLIKELY(index >= HZ_SEGMENT_MAP_ENTRIES))
     return hz_segment_page_shift_far(p);
-  return shift;
+  return atomic_load_explicit(&hz_segment_map[index], memory_order_relaxed);
 }
 
 /* True when p lies in one of our segments (false for NULL). */

@@ -427,8 +427,8 @@ void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap) {
   return HZ_LIKELY(p != NULL) ? p : thread_retry(heap, size, 0, false);
 }
 
-/* A free the first segment map does not know: one of our segments above
- * its reach (then the generic path), or a pointer that is not ours. */
+/* A free outside the arena: a large block or a segment mapped on its own
+ * (then the generic path), or a pointer that is not ours. */
 static bool thread_free_far(void *p, hz_segment_t **seg, hz_page_t **page) {
   unsigned page_shift = hz_segment_page_shift_of(p);
   if (page_shift == 0) {

@@ -78,7 +78,7 @@ int main(void) {
   hz_segment_t *seg = hz_segment_of_page(pages[0]);
   for (int kind = 0; kind < HZ_KIND_COUNT; kind++)
     if (kind != HZ_KIND_WIDE) hz_segment_page_free(pages[kind]);
-  CHECK(set.empty == seg && set.used_slices == 0);
+  CHECK(set.empty == seg && seg->used_slices == 0);
   hz_page_t *again = hz_segment_page_alloc(&set, HZ_KIND_BIG);
   CHECK(again != NULL && hz_segment_of_page(again) == seg);
   hz_segment_page_free(again);
