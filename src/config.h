@@ -31,12 +31,13 @@
 #define HZ_SEGMENT_SIZE  ((size_t)1 << HZ_SEGMENT_SHIFT)
 #define HZ_SEGMENT_MASK  (HZ_SEGMENT_SIZE - 1)
 
-/* The range of address space segments are placed in when the kernel
- * allows (os box: aligned mappings are asked for there first, in order).
- * The segment map has one byte per segment up to its end, so "is this
- * ours" is one load there; pointers above take a slower lookup. */
-#define HZ_ARENA_BASE ((uintptr_t)2 << 40)
-#define HZ_ARENA_SIZE ((uintptr_t)2 << 40)
+/* The range of address space aligned mappings (large blocks, segments
+ * mapped outside the arena) are placed in when the kernel allows (os box:
+ * asked for there first, in order). The segment map has one byte per
+ * segment up to its end, so "is this ours" is one load there; pointers
+ * above take a slower lookup. */
+#define HZ_HINT_BASE ((uintptr_t)2 << 40)
+#define HZ_HINT_SIZE ((uintptr_t)2 << 40)
 
 /* The largest block of each page kind but the biggest (segment.h). */
 #define HZ_SMALL_BLOCK_MAX  ((size_t)8 << 10)

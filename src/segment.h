@@ -100,7 +100,7 @@ typedef struct hz_segment_set_s {
  * segments the kernel placed above it are found through a second,
  * two-level map of the whole 47-bit address space. */
 #define HZ_SEGMENT_MAP_ENTRIES                                                 \
-  ((HZ_ARENA_BASE + HZ_ARENA_SIZE) >> HZ_SEGMENT_SHIFT)
+  ((HZ_HINT_BASE + HZ_HINT_SIZE) >> HZ_SEGMENT_SHIFT)
 
 extern _Atomic uint8_t hz_segment_map[HZ_SEGMENT_MAP_ENTRIES];
 
