@@ -56,7 +56,9 @@ Sets (see --list for the exact commands and the time estimate)
             prodcons (1 producer, 3 consumers that only free; 16 B-1 KiB and
             16 B-32 KiB), batch_queue (batches of 4096 blocks of 64 B or
             8-2048 B through a mutex-and-condvar queue of 100 batches, 2
-            producers and 2 consumers, 1 and 3), size_loop (random sizes 16 B-8 KiB, each freed 8
+            producers and 2 consumers, 1 and 3), exchange (4 threads
+            trade 8 B-16 KiB blocks through shared slots), thread_loop (4
+            threads, private arrays, sizes ~ 1/size^2), size_loop (random sizes 16 B-8 KiB, each freed 8
             allocations later), grow_late (1M blocks of 16-512 B built up,
             filled, freed at the end), hot_pair (see below); 5 runs per
             case and allocator.
@@ -258,6 +260,12 @@ OTHER = [
     ("batch_queue",  "1x3-64B",   [1, 3, It(1000), 64, 64, 4096, 100], 0.3, True),
     ("batch_queue",  "2x2-8-2048", [2, 2, It(500), 8, 2048, 4096, 100], 0.4, True),
     ("batch_queue",  "1x3-8-2048", [1, 3, It(500), 8, 2048, 4096, 100], 0.4, True),
+    # exchange THREADS STEPS SHARED PRIVATE MIN MAX SHARE: threads trade
+    # blocks (8 B-16 KiB, log-uniform) through a shared pool of slots
+    ("exchange",     "4T",        [4, It(2_000_000), 4096, 1024, 8, 16384, 50], 0.3, True),
+    # thread_loop THREADS ITERS SLOTS MIN MAX: free+malloc against a private
+    # array per thread, sizes 4 B-32 KiB with P ~ 1/size^2
+    ("thread_loop",  "4T",        [4, It(3_000_000), 2000, 4, 32768], 0.3, True),
 ]
 
 # Real programs: the script gets the allocator library (or "") as argument.
@@ -293,6 +301,7 @@ FAMILY_KEYS = {
     "long_run": ["rss_q1_kb", "rss_q4_kb", "growth"],
     "prodcons": ["waits"],
     "batch_queue": ["waits"],
+    "exchange": ["remote_pct"],
 }
 # ============================================================================
 
