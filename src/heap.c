@@ -311,6 +311,8 @@ static hz_page_t *heap_new_page(hz_heap_t *heap, uint8_t cls) {
     page = hz_segment_page_alloc(&heap->segments, kind);
     if (page == NULL) return NULL;
     HZ_SHARED_ADD(heap->stats.pages_acquired, 1);
+    if (hz_heap_has_incoming(heap))
+      HZ_SHARED_ADD(heap->stats.pages_fresh_pending, 1);
   }
   hz_page_init(page, heap, cls);
   return page;

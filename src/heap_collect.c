@@ -197,6 +197,7 @@ void hz_heap_publish_all(hz_heap_t *heap) {
 void hz_heap_summarize_one(const hz_heap_t *heap, hz_heap_summary_t *out) {
   hz_stats_heap_add(&out->counters, &heap->stats);
   out->counters.inbox_cas_retries += HZ_SHARED_GET(heap->stash.cas_retries);
+  out->counters.stash_wait_ns += HZ_SHARED_GET(heap->stash.wait_ns);
   for (int c = 1; c < HZ_CLASS_COUNT; c++) {
     const hz_class_counts_t *counts = &heap->counts[c];
     out->classes[c].allocs += HZ_SHARED_GET(counts->allocs);

@@ -85,6 +85,8 @@ const char *hz_os_getenv(const char *name);
 
 /* A monotonic clock in milliseconds (coarse: a few ms resolution). */
 uint64_t hz_os_now_ms(void);
+/* A monotonic clock in nanoseconds (the vDSO's: some 20 ns a call). */
+uint64_t hz_os_now_ns(void);
 
 /* printf-style output to stderr, prefixed "hakozuna: ". */
 void hz_os_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -2,6 +2,8 @@
  * inbox (one CAS per published list, one exchange per drain). */
 #include "remote.h"
 
+#include "os.h"
+
 unsigned hz_remote_push(hz_inbox_t *inbox, hz_block_t *first,
                         hz_block_t *last) {
   hz_block_t *head = atomic_load_explicit(&inbox->head, memory_order_relaxed);
@@ -38,6 +40,7 @@ static unsigned stash_publish(hz_stash_t *stash, unsigned index) {
   if (slot->count == 0) return 0;
   HZ_SHARED_ADD(stash->cas_retries,
                 hz_remote_push(slot->dest, slot->first, slot->last));
+  HZ_SHARED_ADD(stash->wait_ns, hz_os_now_ns() - slot->opened_ns);
   slot->first = slot->last = NULL;
   slot->count = slot->bytes = 0;
   stash->held &= ~(1u << index);
@@ -58,7 +61,10 @@ unsigned hz_remote_stash(hz_stash_t *stash, hz_inbox_t *dest, hz_block_t *block,
   if (skip != NULL) *skip = slot->count >= HZ_STASH_SKIP ? *recent : NULL;
   *recent = block;
   hz_block_set_next(block, slot->first);
-  if (slot->first == NULL) slot->last = block;
+  if (slot->first == NULL) {
+    slot->last = block;
+    slot->opened_ns = hz_os_now_ns();
+  }
   slot->first = block;
   slot->count++;
   slot->bytes += (uint32_t)size;

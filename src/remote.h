@@ -39,6 +39,7 @@ typedef struct {
   hz_block_t *last;
   uint32_t count;
   uint32_t bytes;
+  uint64_t opened_ns; /* when the list got its first block */
   hz_block_t *recent[HZ_STASH_SKIP]; /* the last blocks stashed, by count */
 } hz_stash_slot_t;
 
@@ -46,6 +47,7 @@ typedef struct {
   hz_stash_slot_t slots[HZ_STASH_SLOTS];
   uint32_t held;        /* bit i set: slot i holds blocks */
   uint64_t cas_retries; /* failed CAS of its publications, for the stats */
+  uint64_t wait_ns;     /* summed over lists: first block to publish */
 } hz_stash_t;
 
 /* Append the list first..last (linked by next) to the inbox: one CAS, and

@@ -76,6 +76,7 @@ void hz_stats_heap_add(hz_heap_stats_t *into, const hz_heap_stats_t *from) {
   into->collections += HZ_SHARED_GET(from->collections);
   into->bin_blocks_taken += HZ_SHARED_GET(from->bin_blocks_taken);
   into->live_publishes += HZ_SHARED_GET(from->live_publishes);
+  into->pages_fresh_pending += HZ_SHARED_GET(from->pages_fresh_pending);
 }
 
 static double ratio(uint64_t a, uint64_t b) {
@@ -207,10 +208,16 @@ void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
               (unsigned long long)remote.batches,
               ratio(remote.frees, remote.batches),
               (unsigned long long)remote.one_by_one);
-  hz_os_print("  inbox          %llu drains, %llu blocks (%.1f per drain)\n",
+  hz_os_print("  stash          a list waits %.1f us from its first block to "
+              "its publish (mean)\n",
+              ratio(c->stash_wait_ns, remote.batches - remote.one_by_one) /
+                  1000.0);
+  hz_os_print("  inbox          %llu drains, %llu blocks (%.1f per drain); "
+              "%llu pages taken fresh while it held blocks\n",
               (unsigned long long)c->inbox_drains,
               (unsigned long long)c->drained_blocks,
-              ratio(c->drained_blocks, c->inbox_drains));
+              ratio(c->drained_blocks, c->inbox_drains),
+              (unsigned long long)c->pages_fresh_pending);
   hz_os_print("  collected      %llu times by other threads, %llu blocks "
               "taken from bins\n",
               (unsigned long long)c->collections,
@@ -340,9 +347,14 @@ bool hz_stats_write_json(const char *path, const hz_heap_summary_t *h,
   remote_total_t remote = remote_total(h);
   json_add(&j,
            "  \"remote\": {\"frees\": %llu, \"batches\": %llu, "
-           "\"one_by_one\": %llu},\n",
+           "\"one_by_one\": %llu, \"stash_wait_ns\": %llu, \"drains\": "
+           "%llu, \"drained_blocks\": %llu, \"pages_fresh_pending\": %llu},\n",
            (unsigned long long)remote.frees, (unsigned long long)remote.batches,
-           (unsigned long long)remote.one_by_one);
+           (unsigned long long)remote.one_by_one,
+           (unsigned long long)c->stash_wait_ns,
+           (unsigned long long)c->inbox_drains,
+           (unsigned long long)c->drained_blocks,
+           (unsigned long long)c->pages_fresh_pending);
   json_sync(&j, h, m);
   json_add(&j,
            "  \"large\": {\"allocs\": %llu, \"reuses\": %llu, \"frees\": "

@@ -9,7 +9,8 @@
  *     remote frees), FREE_ONLY_FREES from a third thread that never allocates
  *     (it gets a heap on its first free, so its frees are batched like the
  *     second thread's), and keeps the other
- *     KEPT alive to the end;
+ *     KEPT alive to the end; then one block of a class not used before
+ *     (a malloc slow path, which takes the inbox home);
  *   - allocates large blocks: 4 of 1 MiB, frees 3, allocates and frees one
  *     more of 1 MiB (the cache can serve it) and one of 8 MiB, and keeps one
  *     1 MiB block alive;
@@ -28,7 +29,12 @@
  *   - remote frees over all classes: the "remote" object's frees equal the
  *     sum of the classes' remote_frees, fewer than FREE_ONLY_FREES of them
  *     one by one, at least 4 blocks per batch on average, and the
- *     report's "remote frees" line counts them too;
+ *     report's "remote frees" line counts them too; at least one drain
+ *     took the REMOTE_FREES + FREE_ONLY_FREES blocks home (drained_blocks
+ *     between that and the remote frees); the stash lists waited more
+ *     than 0 ns and less than 10 s each on average (stash_wait_ns), and
+ *     the report's "stash" line says so; pages_fresh_pending is at most
+ *     pages_acquired;
  *   - sync (shared writes): ops >= the allocations and frees made,
  *     inbox_pushes == remote batches, segment_locks >= pages_acquired,
  *     pool_locks >= heaps, large_locks >= 6, cas_retries and inbox_takes
@@ -77,6 +83,7 @@
 #define KEPT         (BLOCKS - LOCAL_FREES - REMOTE_FREES - FREE_ONLY_FREES)
 #define LIBC_SLACK   10
 #define PEAK_MIN     900
+#define DRAIN_TRIGGER_SIZE 11000 /* a class nothing else here uses */
 #define MIB          ((size_t)1 << 20)
 
 #define MARK_BEGIN "child: hz_stats_print begin\n"
@@ -132,6 +139,7 @@ static int child_main(void) {
   pthread_join(thread, NULL);
   if (pthread_create(&thread, NULL, free_only_freer, NULL) != 0) return 1;
   pthread_join(thread, NULL);
+  sink = malloc(DRAIN_TRIGGER_SIZE); /* empty bin: the slow path drains */
 
   char *large[4];
   for (int i = 0; i < 4; i++) {
@@ -336,7 +344,7 @@ static bool check_printed(const char *err, class_t *row) {
   CHECK_MSG(strncmp(report, "hakozuna: stats report\n", 23) == 0,
             "the report does not start with its title:\n%.*s",
             (int)(end - report), report);
-  bool header = false, found = false;
+  bool header = false, found = false, stash_line = false;
   for (const char *line = report; line < end;) {
     const char *nl = memchr(line, '\n', (size_t)(end - line));
     if (nl == NULL) nl = end;
@@ -356,6 +364,11 @@ static bool check_printed(const char *err, class_t *row) {
       CHECK_MSG(!header, "two class table headers");
       header = true;
       continue;
+    }
+    double waited_us;
+    if (sscanf(buf, " stash a list waits %lf us", &waited_us) == 1) {
+      stash_line = true;
+      CHECK_MSG(waited_us > 0, "the report's stash line: %s", buf);
     }
     unsigned long long remote_line;
     if (sscanf(buf, " remote frees %llu in", &remote_line) == 1)
@@ -381,6 +394,8 @@ static bool check_printed(const char *err, class_t *row) {
             (int)(end - report), report);
   CHECK_MSG(found, "no row for class 26 after the header in:\n%.*s",
             (int)(end - report), report);
+  CHECK_MSG(stash_line, "no \"stash\" line in:\n%.*s", (int)(end - report),
+            report);
   return header && found;
 }
 
@@ -451,6 +466,25 @@ static void check_json(const char *text, const class_t *printed) {
                 num(remote, "batches") * 4 <= remote_frees,
             "remote batches %lld for %lld frees (%lld one by one): not batched",
             num(remote, "batches"), remote_frees, num(remote, "one_by_one"));
+
+  long long sent = REMOTE_FREES + FREE_ONLY_FREES;
+  CHECK_MSG(num(remote, "drains") >= 1 &&
+                num(remote, "drained_blocks") >= sent &&
+                num(remote, "drained_blocks") <= remote_frees,
+            "remote drains %lld, drained_blocks %lld (want >= 1 drain taking "
+            "the %lld blocks sent, at most the %lld remote frees)",
+            num(remote, "drains"), num(remote, "drained_blocks"), sent,
+            remote_frees);
+  long long lists = num(remote, "batches") - num(remote, "one_by_one");
+  CHECK_MSG(lists >= 1 && num(remote, "stash_wait_ns") > 0 &&
+                num(remote, "stash_wait_ns") / lists < 10000000000LL,
+            "remote stash_wait_ns %lld over %lld lists", 
+            num(remote, "stash_wait_ns"), lists);
+  CHECK_MSG(num(remote, "pages_fresh_pending") >= 0 &&
+                num(remote, "pages_fresh_pending") <=
+                    num(all, "pages_acquired"),
+            "remote pages_fresh_pending %lld, pages_acquired %lld",
+            num(remote, "pages_fresh_pending"), num(all, "pages_acquired"));
 
   span_t sync = {text, text};
   CHECK_MSG(json_nested(all, "sync", '{', '}', &sync), "no \"sync\"");
