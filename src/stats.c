@@ -68,7 +68,6 @@ size_t hz_stats_large_live_count(void) {
 void hz_stats_heap_add(hz_heap_stats_t *into, const hz_heap_stats_t *from) {
   into->pages_acquired += HZ_SHARED_GET(from->pages_acquired);
   into->pages_retired += HZ_SHARED_GET(from->pages_retired);
-  into->remote_frees += HZ_SHARED_GET(from->remote_frees);
   into->batches_published += HZ_SHARED_GET(from->batches_published);
   into->inbox_drains += HZ_SHARED_GET(from->inbox_drains);
   into->drained_blocks += HZ_SHARED_GET(from->drained_blocks);
@@ -114,12 +113,13 @@ typedef struct {
 } remote_total_t;
 
 static remote_total_t remote_total(const hz_heap_summary_t *h) {
-  uint64_t orphans = 0;
-  for (int c = 1; c < HZ_CLASS_COUNT; c++)
+  uint64_t orphans = 0, counted = 0;
+  for (int c = 1; c < HZ_CLASS_COUNT; c++) {
     orphans += GET(orphan_frees[c]);
-  const hz_heap_stats_t *k = &h->counters;
-  return (remote_total_t){k->remote_frees + orphans,
-                          k->batches_published + orphans, orphans};
+    counted += h->classes[c].remote_frees;
+  }
+  return (remote_total_t){counted + orphans,
+                          h->counters.batches_published + orphans, orphans};
 }
 
 /* Writes to cache lines other threads write too: what decides how the

@@ -13,7 +13,6 @@
 typedef struct {
   uint64_t pages_acquired;    /* pages taken from segments */
   uint64_t pages_retired;     /* empty pages given back */
-  uint64_t remote_frees;      /* blocks freed to another heap */
   uint64_t batches_published; /* stash lists pushed onto inboxes */
   uint64_t inbox_drains;      /* non-empty inbox takes */
   uint64_t drained_blocks;    /* blocks received through the inbox */
