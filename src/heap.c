@@ -170,26 +170,20 @@ static void heap_unfull(hz_heap_t *heap, hz_page_t *page) {
   queue_push_back(&heap->queues[page->class_id], page);
 }
 
-/* Put a run of `count` blocks of ours, head linked to tail, back on their
- * page. A page with fewer blocks in use than that gets them only through a
- * double free: reported, and no block is listed twice. */
-static void heap_page_put_run(hz_heap_t *heap, hz_page_t *page,
-                              hz_block_t *head, hz_block_t *tail,
-                              uint32_t count) {
-  if (HZ_UNLIKELY(page->used < count)) {
-    hz_heap_double_free(page, head);
+/* Put a block of ours (a block start) back on its page. A page with every
+ * block free already gets one more only through a double free: reported,
+ * and the block is not listed twice. */
+void hz_heap_page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
+  if (HZ_UNLIKELY(page->used == 0)) {
+    hz_heap_double_free(page, block);
     return;
   }
-  hz_block_set_next(tail, page->local_free);
-  page->local_free = head;
-  HZ_SHARED_SET(page->used, (uint16_t)(page->used - count));
+  hz_block_set_next(block, page->local_free);
+  page->local_free = block;
+  HZ_SHARED_SET(page->used, (uint16_t)(page->used - 1));
   if (page->in_full) heap_unfull(heap, page);
   hz_page_check(page);
   if (page->used == 0) heap_page_emptied(heap, page);
-}
-
-void hz_heap_page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
-  heap_page_put_run(heap, page, block, block, 1);
 }
 
 static size_t bin_capacity_of(const hz_bin_t *bin) {
@@ -250,52 +244,65 @@ void hz_heap_flush_stash(hz_heap_t *heap) {
  * next slow path, so no single malloc pays for a huge inbox. */
 #define DRAIN_BUDGET 4096
 
-/* The page of a run's first block, taken from the inbox: a block of one of
- * our pages, or NULL when a link was spoilt (a freed block overwritten:
- * what it names, an attacker's address or a block still live, must not be
- * handed out). */
-static hz_page_t *heap_inbox_page(const hz_heap_t *heap, hz_block_t *head) {
-  hz_segment_t *seg = hz_segment_of(head);
-  if (seg == NULL || seg->kind == HZ_SEGMENT_LARGE) return NULL;
-  hz_page_t *page = hz_segment_page_of(seg, head);
+/* The page of the block a link an inbox block holds names, which must be
+ * a block of one of our pages: otherwise (NULL) a freed block was
+ * overwritten, and what it names (an attacker's address, or a block still
+ * live) must not be handed out. Lists often run along one page: a link
+ * into `near`, the page of the block that holds it, costs a range check
+ * and a multiply instead of the segment lookup. */
+static hz_page_t *heap_inbox_link_page(const hz_heap_t *heap, hz_page_t *near,
+                                       const hz_block_t *next) {
+  hz_page_t *page = near;
+  uintptr_t offset = (uintptr_t)next - (uintptr_t)hz_page_start(near);
+  if (offset >= near->area) {
+    hz_segment_t *seg = hz_segment_of(next);
+    if (seg == NULL || seg->kind == HZ_SEGMENT_LARGE) return NULL;
+    page = hz_segment_page_of(seg, next);
+  }
   if (hz_page_heap(page) != heap ||
-      !hz_page_is_block(page, head, page->capacity))
+      !hz_page_is_block(page, next, page->reserved))
     return NULL;
   return page;
 }
 
-/* Put the runs received through the inbox back on their pages: one step
- * per run (only the owner may). A spoilt link or descriptor is reported
- * and ends the list: the runs after it are lost. */
-void hz_heap_drain_inbox(hz_heap_t *heap) {
-  hz_block_t *head = heap->backlog;
-  if (head == NULL) {
-    head = hz_remote_take_all(&heap->inbox);
-    if (head == NULL) return;
+/* Put blocks received through the inbox into their bins (only the owner
+ * may), or back on their pages when a bin is full. A spoilt link is
+ * reported and ends the list: the blocks after it are lost. */
+void hz_heap_drain_inbox(hz_heap_t *heap, bool into_bins) {
+  hz_block_t *block = heap->backlog;
+  if (block == NULL) {
+    block = hz_remote_take_all(&heap->inbox);
+    if (block == NULL) return;
     HZ_SHARED_ADD(heap->stats.inbox_drains, 1);
   }
-  uint32_t n = 0;
-  while (head != NULL && n < DRAIN_BUDGET) {
-    hz_page_t *page = heap_inbox_page(heap, head);
-    hz_run_info_t run = {NULL, 0};
-    if (page != NULL) run = hz_remote_run(head, page->block_size);
-    if (HZ_UNLIKELY(page == NULL || run.count - 1 >= page->capacity ||
-                    !hz_page_is_block(page, run.tail, page->capacity))) {
-      hz_check_report(HZ_CHECK_CORRUPT_LIST, head,
-                      "a block sent back by another thread");
-      head = NULL;
-      break;
+  hz_page_t *page = hz_heap_block_page(block);
+  int n = 0;
+  for (; block != NULL && n < DRAIN_BUDGET; n++) {
+    hz_block_t *next = hz_block_next(block);
+    hz_page_t *next_page = NULL;
+    if (next != NULL) {
+      next_page = heap_inbox_link_page(heap, page, next);
+      if (HZ_UNLIKELY(next_page == NULL)) {
+        hz_check_report(HZ_CHECK_CORRUPT_LIST, block,
+                        "a block sent back by another thread");
+        next = NULL;
+      }
     }
-    hz_block_t *next = hz_block_next(run.tail);
+    hz_block_t *ahead = hz_remote_skip(block, page->block_size);
+    if (ahead != NULL) __builtin_prefetch(ahead, 1);
+    HZ_ASSERT(hz_page_heap(page) == heap);
+    hz_bin_t *bin = &heap->bins[page->class_id];
     if (HZ_UNLIKELY(hz_heap_page_is_retired(page)))
-      hz_heap_double_free(page, head); /* freed again by another thread */
+      hz_heap_double_free(page, block); /* freed again by another thread */
+    else if (into_bins && bin->top != bin->limit)
+      *bin->top++ = block; /* straight to malloc, no page round trip */
     else
-      heap_page_put_run(heap, page, head, run.tail, run.count);
-    n += run.count;
-    head = next;
+      hz_heap_page_put(heap, page, block);
+    block = next;
+    page = next_page;
   }
   HZ_SHARED_ADD(heap->stats.drained_blocks, (uint64_t)n);
-  heap->backlog = head;
+  heap->backlog = block;
 }
 
 bool hz_heap_has_incoming(hz_heap_t *heap) {
@@ -433,7 +440,7 @@ void *hz_heap_malloc_small(hz_heap_t *heap, size_t size) {
   hz_heap_enter(heap);
   HZ_SHARED_ADD(heap->stats.slow_mallocs, 1);
   hz_heap_flush_stash(heap);
-  if (hz_heap_has_incoming(heap)) hz_heap_drain_inbox(heap);
+  if (hz_heap_has_incoming(heap)) hz_heap_drain_inbox(heap, true);
   uint8_t cls = hz_sizeclass_of(size);
   hz_bin_t *bin = &heap->bins[cls];
   void *block = NULL;

@@ -115,7 +115,7 @@ static void heap_take_bins(hz_heap_t *heap) { (void)heap; }
 static void heap_collect(hz_heap_t *heap) {
   hz_heap_flush_stash(heap);
   while (hz_heap_has_incoming(heap))
-    hz_heap_drain_inbox(heap);
+    hz_heap_drain_inbox(heap, false);
   for (int c = 0; c < HZ_CLASS_COUNT; c++) {
     hz_page_t *page = heap->queues[c].first;
     while (page != NULL) {

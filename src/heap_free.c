@@ -24,15 +24,15 @@ static hz_block_t *heap_block_to_free(const hz_page_t *page, void *p,
 
 /* A block of another heap's page: into our stash. The stash may publish
  * the block at once, and its owner may then retire the page: read what the
- * page says first, and never touch it after (the stash keeps the page's
- * address as a key only). Counts go out when a list does. */
+ * page says first, and never touch it after. The thread's counts go out
+ * when a list does, not on every free. */
 static void heap_free_remote(hz_heap_t *heap, hz_page_t *page,
                              hz_block_t *block) {
   hz_inbox_t *dest = &hz_page_heap(page)->inbox;
   uint8_t cls = page->class_id;
   size_t size = page->block_size;
   HZ_SHARED_ADD(heap->counts[cls].remote_frees, 1);
-  unsigned published = hz_remote_stash(&heap->stash, page, dest, block, size);
+  unsigned published = hz_remote_stash(&heap->stash, dest, block, size);
   if (published == 0) return;
   HZ_SHARED_ADD(heap->stats.batches_published, published);
   hz_heap_publish_counts(heap, cls, false);
