@@ -82,6 +82,24 @@ static inline void bench_thread(pthread_t *tid, void *(*fn)(void *),
   }
 }
 
+/* Start `n` threads running fn((void *)i), i = 0..n-1, which wait on
+ * `start` (initialised here for them and the caller) before their work;
+ * returns the seconds from the barrier until every thread is joined. */
+static inline double bench_time_threads(int n, void *(*fn)(void *),
+                                        pthread_barrier_t *start) {
+  pthread_barrier_init(start, NULL, (unsigned)n + 1);
+  pthread_t *th = bench_xcalloc((size_t)n, sizeof *th);
+  for (int i = 0; i < n; i++)
+    bench_thread(&th[i], fn, (void *)(uintptr_t)i);
+  pthread_barrier_wait(start);
+  double t0 = bench_now();
+  for (int i = 0; i < n; i++)
+    pthread_join(th[i], NULL);
+  double secs = bench_now() - t0;
+  free(th);
+  return secs;
+}
+
 /* xorshift64*: fast, deterministic per seed, never returns the same
  * sequence for different non-zero seeds. */
 typedef struct {

@@ -102,15 +102,7 @@ int main(int argc, char **argv) {
   g.log_min = log((double)v[4]);
   g.log_span = log((double)v[5] + 1) - g.log_min; /* MAX itself included */
   g.shared = bench_xcalloc((size_t)g.shared_n, sizeof *g.shared);
-  pthread_barrier_init(&g.start, NULL, (unsigned)threads + 1);
-  pthread_t *th = bench_xcalloc((size_t)threads, sizeof *th);
-  for (int i = 0; i < threads; i++)
-    bench_thread(&th[i], worker, (void *)(uintptr_t)i);
-  pthread_barrier_wait(&g.start);
-  double t0 = bench_now();
-  for (int i = 0; i < threads; i++)
-    pthread_join(th[i], NULL);
-  double secs = bench_now() - t0;
+  double secs = bench_time_threads(threads, worker, &g.start);
   worker_t last = {.self = UINT32_MAX};
   for (long i = 0; i < g.shared_n; i++) /* outside the timing */
     drop_block(&last, atomic_load(&g.shared[i]));

@@ -64,15 +64,7 @@ int main(int argc, char **argv) {
     return bench_bad_args(usage);
   g.inv_min = 1.0 / (double)v[3];
   g.inv_span = g.inv_min - 1.0 / ((double)v[4] + 1); /* MAX included */
-  pthread_barrier_init(&g.start, NULL, (unsigned)threads + 1);
-  pthread_t *th = bench_xcalloc((size_t)threads, sizeof *th);
-  for (int i = 0; i < threads; i++)
-    bench_thread(&th[i], worker, (void *)(uintptr_t)i);
-  pthread_barrier_wait(&g.start);
-  double t0 = bench_now();
-  for (int i = 0; i < threads; i++)
-    pthread_join(th[i], NULL);
-  double secs = bench_now() - t0;
+  double secs = bench_time_threads(threads, worker, &g.start);
   bench_result("thread_loop",
                "threads=%d iters=%ld slots=%ld min=%lld max=%lld ops/s=%.0f "
                "checksum=%llu",
