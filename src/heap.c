@@ -201,10 +201,13 @@ void hz_heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n) {
 }
 
 /* Publish the bin's counts of class `cls` for other threads to read, and
- * the thread's live count to the process-wide one once it has moved by a
- * bin's worth, so the peak stays close while the shared counter is touched
- * rarely. Both on slow paths only: the fast paths count in the bin. */
-#define LIVE_PUBLISH_STEP 64
+ * the thread's live count to the process-wide one once it has moved by
+ * LIVE_PUBLISH_BYTES (and at least LIVE_PUBLISH_STEP blocks), so the peak
+ * stays close while the shared counter, which every thread of the class
+ * adds to, is touched rarely. Both on slow paths only: the fast paths
+ * count in the bin. */
+#define LIVE_PUBLISH_STEP  64
+#define LIVE_PUBLISH_BYTES ((int64_t)64 << 10)
 
 void hz_heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always) {
   hz_bin_t *bin = &heap->bins[cls];
@@ -213,7 +216,10 @@ void hz_heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always) {
   HZ_SHARED_SET(counts->frees, bin->frees);
   int64_t net = (int64_t)(hz_bin_allocs(bin) - bin->frees);
   int64_t delta = net - counts->published;
-  if (!always && delta < LIVE_PUBLISH_STEP && delta > -LIVE_PUBLISH_STEP)
+  int64_t moved = delta < 0 ? -delta : delta;
+  if (!always && (moved < LIVE_PUBLISH_STEP ||
+                  moved * (int64_t)hz_sizeclass_block_size(cls) <
+                      LIVE_PUBLISH_BYTES))
     return;
   counts->published = net;
   HZ_SHARED_ADD(heap->stats.live_publishes, 1);
@@ -265,10 +271,16 @@ static hz_page_t *heap_inbox_link_page(const hz_heap_t *heap, hz_page_t *near,
   return page;
 }
 
-/* Put blocks received through the inbox into their bins (only the owner
- * may), or back on their pages when a bin is full. A spoilt link is
- * reported and ends the list: the blocks after it are lost. */
-void hz_heap_drain_inbox(hz_heap_t *heap, bool into_bins) {
+/* Take blocks received through the inbox home: into their bins while
+ * there is room (only the owner may), else back on their pages. A malloc
+ * slow path for class `want` stops once that class's bin is full and
+ * leaves the rest in the backlog, unread: a block then goes from the
+ * freeing thread's cache to malloc once, instead of onto its page now and
+ * back off it later, when it has left the cache (the bin holds 32 blocks,
+ * a drain often twice that). With HZ_DRAIN_TO_PAGES every block goes back
+ * to its page. A spoilt link is reported and ends the list: the blocks
+ * after it are lost. */
+void hz_heap_drain_inbox(hz_heap_t *heap, unsigned want) {
   hz_block_t *block = heap->backlog;
   if (block == NULL) {
     block = hz_remote_take_all(&heap->inbox);
@@ -277,7 +289,7 @@ void hz_heap_drain_inbox(hz_heap_t *heap, bool into_bins) {
   }
   hz_page_t *page = hz_heap_block_page(block);
   int n = 0;
-  for (; block != NULL && n < DRAIN_BUDGET; n++) {
+  while (block != NULL && n < DRAIN_BUDGET) {
     hz_block_t *next = hz_block_next(block);
     hz_page_t *next_page = NULL;
     if (next != NULL) {
@@ -291,15 +303,19 @@ void hz_heap_drain_inbox(hz_heap_t *heap, bool into_bins) {
     hz_block_t *ahead = hz_remote_skip(block, page->block_size);
     if (ahead != NULL) __builtin_prefetch(ahead, 1);
     HZ_ASSERT(hz_page_heap(page) == heap);
-    hz_bin_t *bin = &heap->bins[page->class_id];
+    unsigned cls = page->class_id;
+    hz_bin_t *bin = &heap->bins[cls];
+    bool to_bin = want != HZ_DRAIN_TO_PAGES && bin->top != bin->limit;
     if (HZ_UNLIKELY(hz_heap_page_is_retired(page)))
       hz_heap_double_free(page, block); /* freed again by another thread */
-    else if (into_bins && bin->top != bin->limit)
+    else if (to_bin)
       *bin->top++ = block; /* straight to malloc, no page round trip */
     else
       hz_heap_page_put(heap, page, block);
     block = next;
     page = next_page;
+    n++;
+    if (cls == want && bin->top == bin->limit) break;
   }
   HZ_SHARED_ADD(heap->stats.drained_blocks, (uint64_t)n);
   heap->backlog = block;
@@ -440,8 +456,8 @@ void *hz_heap_malloc_small(hz_heap_t *heap, size_t size) {
   hz_heap_enter(heap);
   HZ_SHARED_ADD(heap->stats.slow_mallocs, 1);
   hz_heap_flush_stash(heap);
-  if (hz_heap_has_incoming(heap)) hz_heap_drain_inbox(heap, true);
   uint8_t cls = hz_sizeclass_of(size);
+  if (hz_heap_has_incoming(heap)) hz_heap_drain_inbox(heap, cls);
   hz_bin_t *bin = &heap->bins[cls];
   void *block = NULL;
   if (bin->top != bin->base || heap_refill(heap, cls)) {

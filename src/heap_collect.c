@@ -115,7 +115,7 @@ static void heap_take_bins(hz_heap_t *heap) { (void)heap; }
 static void heap_collect(hz_heap_t *heap) {
   hz_heap_flush_stash(heap);
   while (hz_heap_has_incoming(heap))
-    hz_heap_drain_inbox(heap, false);
+    hz_heap_drain_inbox(heap, HZ_DRAIN_TO_PAGES);
   for (int c = 0; c < HZ_CLASS_COUNT; c++) {
     hz_page_t *page = heap->queues[c].first;
     while (page != NULL) {
@@ -198,6 +198,7 @@ void hz_heap_summarize_one(const hz_heap_t *heap, hz_heap_summary_t *out) {
   hz_stats_heap_add(&out->counters, &heap->stats);
   out->counters.inbox_cas_retries += HZ_SHARED_GET(heap->stash.cas_retries);
   out->counters.stash_wait_ns += HZ_SHARED_GET(heap->stash.wait_ns);
+  out->counters.stash_lists_timed += HZ_SHARED_GET(heap->stash.timed);
   for (int c = 1; c < HZ_CLASS_COUNT; c++) {
     const hz_class_counts_t *counts = &heap->counts[c];
     out->classes[c].allocs += HZ_SHARED_GET(counts->allocs);

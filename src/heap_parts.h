@@ -75,7 +75,9 @@ void hz_heap_spare_release(hz_heap_t *heap);
 void hz_heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always);
 void hz_heap_flush_stash(hz_heap_t *heap);
 bool hz_heap_has_incoming(hz_heap_t *heap);
-/* Take the inbox home: into bins (`into_bins`) or onto pages. */
-void hz_heap_drain_inbox(hz_heap_t *heap, bool into_bins);
+/* Take the inbox home: into bins until class `want`'s is full, or with
+ * HZ_DRAIN_TO_PAGES everything onto its pages. */
+#define HZ_DRAIN_TO_PAGES HZ_CLASS_COUNT
+void hz_heap_drain_inbox(hz_heap_t *heap, unsigned want);
 
 #endif

@@ -40,7 +40,10 @@ static unsigned stash_publish(hz_stash_t *stash, unsigned index) {
   if (slot->count == 0) return 0;
   HZ_SHARED_ADD(stash->cas_retries,
                 hz_remote_push(slot->dest, slot->first, slot->last));
-  HZ_SHARED_ADD(stash->wait_ns, hz_os_now_ns() - slot->opened_ns);
+  if (slot->opened_ns != 0) {
+    HZ_SHARED_ADD(stash->wait_ns, hz_os_now_ns() - slot->opened_ns);
+    HZ_SHARED_ADD(stash->timed, 1);
+  }
   slot->first = slot->last = NULL;
   slot->count = slot->bytes = 0;
   stash->held &= ~(1u << index);
@@ -63,7 +66,9 @@ unsigned hz_remote_stash(hz_stash_t *stash, hz_inbox_t *dest, hz_block_t *block,
   hz_block_set_next(block, slot->first);
   if (slot->first == NULL) {
     slot->last = block;
-    slot->opened_ns = hz_os_now_ns();
+    bool timed = stash->lists % HZ_STASH_TIME_EVERY == 0;
+    HZ_SHARED_ADD(stash->lists, 1);
+    slot->opened_ns = timed ? hz_os_now_ns() : 0;
   }
   slot->first = block;
   slot->count++;

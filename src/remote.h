@@ -39,7 +39,7 @@ typedef struct {
   hz_block_t *last;
   uint32_t count;
   uint32_t bytes;
-  uint64_t opened_ns; /* when the list got its first block */
+  uint64_t opened_ns; /* when the list got its first block; 0: not timed */
   hz_block_t *recent[HZ_STASH_SKIP]; /* the last blocks stashed, by count */
 } hz_stash_slot_t;
 
@@ -47,8 +47,14 @@ typedef struct {
   hz_stash_slot_t slots[HZ_STASH_SLOTS];
   uint32_t held;        /* bit i set: slot i holds blocks */
   uint64_t cas_retries; /* failed CAS of its publications, for the stats */
-  uint64_t wait_ns;     /* summed over lists: first block to publish */
+  uint64_t lists;       /* lists opened */
+  uint64_t wait_ns;     /* summed over timed lists: first block to publish */
+  uint64_t timed;       /* lists timed: one in HZ_STASH_TIME_EVERY */
 } hz_stash_t;
+
+/* A clock read costs as much as stashing a few blocks: one list in this
+ * many is timed, the first included. */
+#define HZ_STASH_TIME_EVERY 16
 
 /* Append the list first..last (linked by next) to the inbox: one CAS, and
  * one more for every other push that got in between. Returns the number of

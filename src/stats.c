@@ -209,9 +209,9 @@ void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
               ratio(remote.frees, remote.batches),
               (unsigned long long)remote.one_by_one);
   hz_os_print("  stash          a list waits %.1f us from its first block to "
-              "its publish (mean)\n",
-              ratio(c->stash_wait_ns, remote.batches - remote.one_by_one) /
-                  1000.0);
+              "its publish (mean of %llu lists timed)\n",
+              ratio(c->stash_wait_ns, c->stash_lists_timed) / 1000.0,
+              (unsigned long long)c->stash_lists_timed);
   hz_os_print("  inbox          %llu drains, %llu blocks (%.1f per drain); "
               "%llu pages taken fresh while it held blocks\n",
               (unsigned long long)c->inbox_drains,
@@ -347,11 +347,13 @@ bool hz_stats_write_json(const char *path, const hz_heap_summary_t *h,
   remote_total_t remote = remote_total(h);
   json_add(&j,
            "  \"remote\": {\"frees\": %llu, \"batches\": %llu, "
-           "\"one_by_one\": %llu, \"stash_wait_ns\": %llu, \"drains\": "
-           "%llu, \"drained_blocks\": %llu, \"pages_fresh_pending\": %llu},\n",
+           "\"one_by_one\": %llu, \"stash_wait_ns\": %llu, "
+           "\"stash_lists_timed\": %llu, \"drains\": %llu, "
+           "\"drained_blocks\": %llu, \"pages_fresh_pending\": %llu},\n",
            (unsigned long long)remote.frees, (unsigned long long)remote.batches,
            (unsigned long long)remote.one_by_one,
            (unsigned long long)c->stash_wait_ns,
+           (unsigned long long)c->stash_lists_timed,
            (unsigned long long)c->inbox_drains,
            (unsigned long long)c->drained_blocks,
            (unsigned long long)c->pages_fresh_pending);

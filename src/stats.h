@@ -22,7 +22,8 @@ typedef struct {
   uint64_t live_publishes;    /* adds to the process-wide live counts */
   uint64_t pages_fresh_pending; /* pages taken while the inbox held blocks */
   uint64_t inbox_cas_retries; /* summaries only: from each heap's stash */
-  uint64_t stash_wait_ns;     /* summaries only: lists' first block to publish */
+  uint64_t stash_wait_ns;     /* summaries only: timed lists' first block to publish */
+  uint64_t stash_lists_timed; /* summaries only: lists timed (one in 16) */
 } hz_heap_stats_t;
 
 /* One size class, merged over every heap. */
