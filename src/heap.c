@@ -217,9 +217,9 @@ void hz_heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always) {
   int64_t net = (int64_t)(hz_bin_allocs(bin) - bin->frees);
   int64_t delta = net - counts->published;
   int64_t moved = delta < 0 ? -delta : delta;
-  if (!always && (moved < LIVE_PUBLISH_STEP ||
-                  moved * (int64_t)hz_sizeclass_block_size(cls) <
-                      LIVE_PUBLISH_BYTES))
+  if (!always &&
+      (moved < LIVE_PUBLISH_STEP ||
+       moved * (int64_t)hz_sizeclass_block_size(cls) < LIVE_PUBLISH_BYTES))
     return;
   counts->published = net;
   HZ_SHARED_ADD(heap->stats.live_publishes, 1);

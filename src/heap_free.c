@@ -22,20 +22,25 @@ static hz_block_t *heap_block_to_free(const hz_page_t *page, void *p,
   return block;
 }
 
-/* A block of another heap's page: into our stash. The stash may publish
- * the block at once, and its owner may then retire the page: read what the
- * page says first, and never touch it after. The thread's counts go out
+/* A block of another heap's page, counted, into our stash, between
+ * hz_heap_enter and leave: a collector may flush the stash. The stash may
+ * publish the block at once, and its owner may then retire the page: read what
+ * the page says first, and never touch it after. The thread's counts go out
  * when a list does, not on every free. */
-static void heap_free_remote(hz_heap_t *heap, hz_page_t *page,
-                             hz_block_t *block) {
+HZ_INLINE void heap_free_remote(hz_heap_t *heap, hz_page_t *page,
+                                hz_block_t *block) {
+  heap->bins[page->class_id].frees++;
+  hz_heap_enter(heap);
   hz_inbox_t *dest = &hz_page_heap(page)->inbox;
   uint8_t cls = page->class_id;
   size_t size = page->block_size;
   HZ_SHARED_ADD(heap->counts[cls].remote_frees, 1);
   unsigned published = hz_remote_stash(&heap->stash, dest, block, size);
-  if (published == 0) return;
-  HZ_SHARED_ADD(heap->stats.batches_published, published);
-  hz_heap_publish_counts(heap, cls, false);
+  if (published != 0) {
+    HZ_SHARED_ADD(heap->stats.batches_published, published);
+    hz_heap_publish_counts(heap, cls, false);
+  }
+  hz_heap_leave(heap);
 }
 
 static void heap_free_large(hz_segment_t *seg, void *p) {
@@ -101,14 +106,12 @@ hz_block_t *hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg,
 }
 
 void hz_heap_free_block(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
-  heap->bins[page->class_id].frees++;
-  if (hz_page_heap(page) == heap) {
-    hz_heap_free_full_bin(block, heap, page);
+  if (hz_page_heap(page) != heap) {
+    heap_free_remote(heap, page, block);
     return;
   }
-  hz_heap_enter(heap);
-  heap_free_remote(heap, page, block);
-  hz_heap_leave(heap);
+  heap->bins[page->class_id].frees++;
+  hz_heap_free_full_bin(block, heap, page);
 }
 
 void hz_heap_free_remote_plain(hz_heap_t *heap, hz_page_t *page, void *p) {
@@ -120,10 +123,7 @@ void hz_heap_free_remote_plain(hz_heap_t *heap, hz_page_t *page, void *p) {
     hz_heap_free_generic(heap, hz_segment_base(p), page, p); /* has a heap */
     return;
   }
-  heap->bins[page->class_id].frees++;
-  hz_heap_enter(heap);
   heap_free_remote(heap, page, p);
-  hz_heap_leave(heap);
 }
 
 void hz_heap_free_orphan(hz_page_t *page, hz_block_t *block) {

@@ -11,19 +11,19 @@
 #include "sizeclass.h"
 
 typedef struct {
-  uint64_t pages_acquired;    /* pages taken from segments */
-  uint64_t pages_retired;     /* empty pages given back */
-  uint64_t batches_published; /* stash lists pushed onto inboxes */
-  uint64_t inbox_drains;      /* non-empty inbox takes */
-  uint64_t drained_blocks;    /* blocks received through the inbox */
-  uint64_t slow_mallocs;      /* mallocs that left the fast path */
-  uint64_t collections;       /* times another thread collected the heap */
-  uint64_t bin_blocks_taken;  /* blocks a collector took from its bins */
-  uint64_t live_publishes;    /* adds to the process-wide live counts */
+  uint64_t pages_acquired;      /* pages taken from segments */
+  uint64_t pages_retired;       /* empty pages given back */
+  uint64_t batches_published;   /* stash lists pushed onto inboxes */
+  uint64_t inbox_drains;        /* non-empty inbox takes */
+  uint64_t drained_blocks;      /* blocks received through the inbox */
+  uint64_t slow_mallocs;        /* mallocs that left the fast path */
+  uint64_t collections;         /* times another thread collected the heap */
+  uint64_t bin_blocks_taken;    /* blocks a collector took from its bins */
+  uint64_t live_publishes;      /* adds to the process-wide live counts */
   uint64_t pages_fresh_pending; /* pages taken while the inbox held blocks */
-  uint64_t inbox_cas_retries; /* summaries only: from each heap's stash */
-  uint64_t stash_wait_ns;     /* summaries only: timed lists' first block to publish */
-  uint64_t stash_lists_timed; /* summaries only: lists timed (one in 16) */
+  uint64_t inbox_cas_retries;   /* summaries only: from each heap's stash */
+  uint64_t stash_wait_ns;       /* summaries only: timed lists' waits */
+  uint64_t stash_lists_timed;   /* summaries only: lists timed (1 in 16) */
 } hz_heap_stats_t;
 
 /* One size class, merged over every heap. */
@@ -59,9 +59,9 @@ typedef enum {
  * how often the locks were taken. */
 typedef struct {
   uint64_t locks_taken[HZ_LOCK_KINDS];
-  size_t segments;           /* mapped segments, large mappings included */
-  size_t segments_cached;    /* empty segments kept for reuse */
-  size_t dirty_bytes;        /* free slices of segments not yet purged */
+  size_t segments;        /* mapped segments, large mappings included */
+  size_t segments_cached; /* empty segments kept for reuse */
+  size_t dirty_bytes;     /* free slices of segments not yet purged */
   /* 2 MiB regions of the segments of pages by how much of them pages
    * hold: empty, up to 1/4, 1/2, 3/4, less than full, full. */
   size_t regions[HZ_STATS_FILL_BUCKETS];
