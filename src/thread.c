@@ -38,7 +38,10 @@
 #include "purge.h"
 #include "tool.h"
 
+/* Heaps are cut from chunks of this size, several to a chunk. */
 #define HEAP_CHUNK_SIZE ((size_t)64 << 10)
+_Static_assert(sizeof(hz_heap_t) <= HEAP_CHUNK_SIZE,
+               "a heap must fit in one heap chunk");
 /* The purge thread wakes every quarter of the purge delay, within these. */
 #define PURGE_PERIOD_MIN_MS 10
 #define PURGE_PERIOD_MAX_MS 250
