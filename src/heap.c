@@ -246,6 +246,15 @@ void hz_heap_flush_stash(hz_heap_t *heap) {
     HZ_SHARED_ADD(heap->stats.batches_published, hz_remote_flush(&heap->stash));
 }
 
+/* Reverse the n slots from `slots` on, so the first put is on top. */
+static void heap_reverse(void **slots, size_t n) {
+  for (size_t i = 0; i < n / 2; i++) {
+    void *t = slots[i];
+    slots[i] = slots[n - 1 - i];
+    slots[n - 1 - i] = t;
+  }
+}
+
 /* Most blocks one drain takes home; the rest wait in the backlog for the
  * next slow path, so no single malloc pays for a huge inbox. */
 #define DRAIN_BUDGET 4096
@@ -277,9 +286,17 @@ static hz_page_t *heap_inbox_link_page(const hz_heap_t *heap, hz_page_t *near,
  * leaves the rest in the backlog, unread: a block then goes from the
  * freeing thread's cache to malloc once, instead of onto its page now and
  * back off it later, when it has left the cache (the bin holds 32 blocks,
- * a drain often twice that). With HZ_DRAIN_TO_PAGES every block goes back
- * to its page. A spoilt link is reported and ends the list: the blocks
- * after it are lost. */
+ * a drain often twice that). The blocks it puts in that bin are reversed
+ * so malloc hands them out in list order: a stash list runs against the
+ * order its thread freed in, and the inbox stacks lists newest first, so
+ * the inbox holds one freeing thread's blocks in reverse free order. A
+ * producer whose consumer frees in allocation order then gets its blocks
+ * back as one descending run of addresses (ascending the next round),
+ * which hardware prefetchers follow; bins filled bottom-up handed out runs
+ * of 32 in an order that broke the stream every 32 blocks, and the
+ * consumer's reads of 64 B blocks went from 27% of a 2x2 run to 3.5%.
+ * With HZ_DRAIN_TO_PAGES every block goes back to its page. A spoilt link is
+ * reported and ends the list: the blocks after it are lost. */
 void hz_heap_drain_inbox(hz_heap_t *heap, unsigned want) {
   hz_block_t *block = heap->backlog;
   if (block == NULL) {
@@ -288,6 +305,7 @@ void hz_heap_drain_inbox(hz_heap_t *heap, unsigned want) {
     HZ_SHARED_ADD(heap->stats.inbox_drains, 1);
   }
   hz_page_t *page = hz_heap_block_page(block);
+  void **wanted_from = want != HZ_DRAIN_TO_PAGES ? heap->bins[want].top : NULL;
   int n = 0;
   while (block != NULL && n < DRAIN_BUDGET) {
     hz_block_t *next = hz_block_next(block);
@@ -319,6 +337,8 @@ void hz_heap_drain_inbox(hz_heap_t *heap, unsigned want) {
   }
   HZ_SHARED_ADD(heap->stats.drained_blocks, (uint64_t)n);
   heap->backlog = block;
+  if (wanted_from != NULL)
+    heap_reverse(wanted_from, (size_t)(heap->bins[want].top - wanted_from));
 }
 
 bool hz_heap_has_incoming(hz_heap_t *heap) {
@@ -409,11 +429,7 @@ static uint32_t heap_take_free(hz_bin_t *bin, hz_page_t *page, size_t room) {
  * follow. Returns how many. */
 static uint32_t heap_take_fresh(hz_bin_t *bin, hz_page_t *page, size_t room) {
   uint32_t n = hz_page_carve(page, bin->top, (uint32_t)room);
-  for (uint32_t i = 0; i < n / 2; i++) {
-    void *t = bin->top[i];
-    bin->top[i] = bin->top[n - 1 - i];
-    bin->top[n - 1 - i] = t;
-  }
+  heap_reverse(bin->top, n);
   bin->top += n;
   return n;
 }
