@@ -258,22 +258,57 @@ static void heap_reverse(void **slots, size_t n) {
 /* Most blocks one drain takes home; the rest wait in the backlog for the
  * next slow path, so no single malloc pays for a huge inbox. */
 #define DRAIN_BUDGET 4096
+/* Most blocks a malloc slow path puts back on their pages (their bins
+ * full) before it stops: a slow path of a class the inbox holds few of
+ * (a producer's batch array among its blocks) would otherwise send up to
+ * DRAIN_BUDGET blocks on the page round trip that the next slow paths of
+ * their own class take straight to malloc. It still takes that many, so
+ * the backlog drains while the thread allocates anything. */
+#define DRAIN_PAGE_PUTS (2 * HZ_BIN_SLOTS)
 
-/* The page of the block a link an inbox block holds names, which must be
- * a block of one of our pages: otherwise (NULL) a freed block was
- * overwritten, and what it names (an attacker's address, or a block still
- * live) must not be handed out. Lists often run along one page: a link
- * into `near`, the page of the block that holds it, costs a range check
- * and a multiply instead of the segment lookup. */
-static hz_page_t *heap_inbox_link_page(const hz_heap_t *heap, hz_page_t *near,
-                                       const hz_block_t *next) {
-  hz_page_t *page = near;
-  uintptr_t offset = (uintptr_t)next - (uintptr_t)hz_page_start(near);
-  if (offset >= near->area) {
-    hz_segment_t *seg = hz_segment_of(next);
-    if (seg == NULL || seg->kind == HZ_SEGMENT_LARGE) return NULL;
-    page = hz_segment_page_of(seg, next);
-  }
+/* The page a drain walks along, what it needs of it kept in registers:
+ * lists often run along one page, so a link into it is proved a block
+ * start with a range check and a multiply, without loading the page. */
+typedef struct {
+  hz_page_t *page;
+  uintptr_t start;
+  uint32_t area; /* 0: no link is taken as in this page */
+  uint32_t reserved;
+  uint32_t inverse, rotate; /* the class's divisor (sizeclass.h) */
+  hz_bin_t *bin;
+  bool retired;
+} drain_page_t;
+
+static void drain_page_load(drain_page_t *d, hz_heap_t *heap, hz_page_t *page) {
+  uint64_t divisor = hz_class_divisor[page->class_id];
+  d->page = page;
+  d->start = (uintptr_t)hz_page_start(page);
+  d->area = hz_page_heap(page) == heap ? page->area : 0;
+  d->reserved = page->reserved;
+  d->inverse = (uint32_t)divisor;
+  d->rotate = (uint32_t)(divisor >> 32);
+  d->bin = &heap->bins[page->class_id];
+  d->retired = hz_heap_page_is_retired(page);
+}
+
+/* Whether `next`, the link of a block on d's page, names a block of that
+ * page. */
+HZ_INLINE bool drain_link_near(const drain_page_t *d, const hz_block_t *next) {
+  uintptr_t offset = (uintptr_t)next - d->start;
+  return offset < d->area &&
+         hz_sizeclass_index_rotated(d->inverse, d->rotate, (uint32_t)offset) <
+             d->reserved;
+}
+
+/* The page of a link that leaves d's page, which must be a block of one of
+ * our pages: otherwise (NULL) a freed block was overwritten, and what it
+ * names (an attacker's address, or a block still live) must not be handed
+ * out. */
+static hz_page_t *drain_link_far(const hz_heap_t *heap,
+                                 const hz_block_t *next) {
+  hz_segment_t *seg = hz_segment_of(next);
+  if (seg == NULL || seg->kind == HZ_SEGMENT_LARGE) return NULL;
+  hz_page_t *page = hz_segment_page_of(seg, next);
   if (hz_page_heap(page) != heap ||
       !hz_page_is_block(page, next, page->reserved))
     return NULL;
@@ -304,41 +339,46 @@ void hz_heap_drain_inbox(hz_heap_t *heap, unsigned want) {
     if (block == NULL) return;
     HZ_SHARED_ADD(heap->stats.inbox_drains, 1);
   }
-  hz_page_t *page = hz_heap_block_page(block);
-  void **wanted_from = want != HZ_DRAIN_TO_PAGES ? heap->bins[want].top : NULL;
-  int n = 0;
-  while (block != NULL && n < DRAIN_BUDGET) {
+  bool to_bins = want != HZ_DRAIN_TO_PAGES;
+  hz_bin_t *wanted = to_bins ? &heap->bins[want] : NULL;
+  void **wanted_from = to_bins ? wanted->top : NULL;
+  drain_page_t d;
+  drain_page_load(&d, heap, hz_heap_block_page(block));
+  int n = 0, page_puts = 0;
+  int max_page_puts = to_bins ? DRAIN_PAGE_PUTS : DRAIN_BUDGET;
+  while (block != NULL && n < DRAIN_BUDGET && page_puts < max_page_puts) {
     hz_block_t *next = hz_block_next(block);
-    hz_page_t *next_page = NULL;
-    if (next != NULL) {
-      next_page = heap_inbox_link_page(heap, page, next);
-      if (HZ_UNLIKELY(next_page == NULL)) {
+    hz_block_t *ahead = hz_remote_skip(block, d.page->block_size);
+    if (ahead != NULL) __builtin_prefetch(ahead, 1);
+    HZ_ASSERT(hz_page_heap(d.page) == heap);
+    hz_bin_t *bin = d.bin;
+    if (HZ_UNLIKELY(d.retired)) {
+      hz_heap_double_free(d.page, block); /* freed again by another thread */
+    } else if (to_bins && bin->top != bin->limit) {
+      *bin->top++ = block; /* straight to malloc, no page round trip */
+    } else {
+      hz_heap_page_put(heap, d.page, block);
+      drain_page_load(&d, heap, d.page); /* it may have been retired */
+      page_puts++;
+    }
+    n++;
+    if (next != NULL && !drain_link_near(&d, next)) {
+      hz_page_t *page = drain_link_far(heap, next);
+      if (HZ_UNLIKELY(page == NULL)) {
         hz_check_report(HZ_CHECK_CORRUPT_LIST, block,
                         "a block sent back by another thread");
         next = NULL;
+      } else {
+        drain_page_load(&d, heap, page);
       }
     }
-    hz_block_t *ahead = hz_remote_skip(block, page->block_size);
-    if (ahead != NULL) __builtin_prefetch(ahead, 1);
-    HZ_ASSERT(hz_page_heap(page) == heap);
-    unsigned cls = page->class_id;
-    hz_bin_t *bin = &heap->bins[cls];
-    bool to_bin = want != HZ_DRAIN_TO_PAGES && bin->top != bin->limit;
-    if (HZ_UNLIKELY(hz_heap_page_is_retired(page)))
-      hz_heap_double_free(page, block); /* freed again by another thread */
-    else if (to_bin)
-      *bin->top++ = block; /* straight to malloc, no page round trip */
-    else
-      hz_heap_page_put(heap, page, block);
     block = next;
-    page = next_page;
-    n++;
-    if (cls == want && bin->top == bin->limit) break;
+    if (bin == wanted && bin->top == bin->limit) break;
   }
   HZ_SHARED_ADD(heap->stats.drained_blocks, (uint64_t)n);
   heap->backlog = block;
   if (wanted_from != NULL)
-    heap_reverse(wanted_from, (size_t)(heap->bins[want].top - wanted_from));
+    heap_reverse(wanted_from, (size_t)(wanted->top - wanted_from));
 }
 
 bool hz_heap_has_incoming(hz_heap_t *heap) {

@@ -3,8 +3,8 @@
  *
  * The freeing thread collects such blocks in its stash: a few slots, each
  * a linked list of blocks bound for one inbox. A slot is published with a
- * single CAS when it is full (count or bytes), when its slot is needed for
- * another destination, and when its heap flushes (malloc slow path, thread
+ * single CAS when it is full (64 blocks or 256 KiB), when its slot is needed
+ * for another destination, and when its heap flushes (malloc slow path, thread
  * exit). The owner takes its whole inbox with one atomic exchange (no ABA:
  * nothing is ever popped singly).
  *
@@ -30,6 +30,11 @@ typedef struct {
 #define HZ_STASH_SLOTS      8
 #define HZ_STASH_MAX_BLOCKS 64
 #define HZ_STASH_MAX_BYTES  ((uint32_t)256 << 10)
+/* A list is full when its blocks, each weighed as at least this many
+ * bytes, reach HZ_STASH_MAX_BYTES: at most HZ_STASH_MAX_BLOCKS blocks, and
+ * the byte cap for blocks of this size and more. One countdown per block
+ * instead of a count and a sum. */
+#define HZ_STASH_MIN_WEIGHT (HZ_STASH_MAX_BYTES / HZ_STASH_MAX_BLOCKS)
 
 #define HZ_STASH_SKIP 8
 
@@ -38,9 +43,10 @@ typedef struct {
   hz_block_t *first;
   hz_block_t *last;
   uint32_t count;
-  uint32_t bytes;
+  int32_t room;       /* weight left before the list is full */
   uint64_t opened_ns; /* when the list got its first block; 0: not timed */
-  hz_block_t *recent[HZ_STASH_SKIP]; /* the last blocks stashed, by count */
+  /* The last blocks stashed, by count; NULL where the list has none yet */
+  hz_block_t *recent[HZ_STASH_SKIP];
 } hz_stash_slot_t;
 
 typedef struct {
@@ -86,10 +92,43 @@ HZ_INLINE hz_block_t *hz_remote_skip(const hz_block_t *block, size_t size) {
   return slot != NULL ? *slot : NULL;
 }
 
+/* Heaps are at least 64-byte aligned: hash the bits above that. */
+HZ_INLINE unsigned hz_remote_slot_index(const hz_inbox_t *dest) {
+  uint32_t h = (uint32_t)((uintptr_t)dest >> 6) * 0x9E3779B1u;
+  return h >> (32 - 3);
+}
+_Static_assert(HZ_STASH_SLOTS == 8, "hz_remote_slot_index yields 3 bits");
+
+/* Start a list for `dest` in slot `index` with `block`, publishing what the
+ * slot held for another destination; returns the lists published. */
+unsigned hz_remote_stash_open(hz_stash_t *stash, unsigned index,
+                              hz_inbox_t *dest, hz_block_t *block, size_t size);
+/* Publish the list of slot `index`; returns the lists published (0: the
+ * slot held none). */
+unsigned hz_remote_publish(hz_stash_t *stash, unsigned index);
+
 /* Stash a block of `size` bytes for `dest`. Returns the number of lists
- * this published (0, 1 or 2). */
-unsigned hz_remote_stash(hz_stash_t *stash, hz_inbox_t *dest, hz_block_t *block,
-                         size_t size);
+ * this published (0, 1 or 2). Inline: adding to an open list is a dozen
+ * instructions on the remote free path. */
+HZ_INLINE unsigned hz_remote_stash(hz_stash_t *stash, hz_inbox_t *dest,
+                                   hz_block_t *block, size_t size) {
+  unsigned index = hz_remote_slot_index(dest);
+  hz_stash_slot_t *slot = &stash->slots[index];
+  if (HZ_UNLIKELY(slot->dest != dest))
+    return hz_remote_stash_open(stash, index, dest, block, size);
+  hz_block_t **recent = &slot->recent[slot->count % HZ_STASH_SKIP];
+  hz_block_t **skip = hz_remote_skip_slot(block, size);
+  if (skip != NULL) *skip = *recent;
+  *recent = block;
+  hz_block_set_next(block, slot->first);
+  slot->first = block;
+  slot->count++;
+  slot->room -=
+      (int32_t)(size > HZ_STASH_MIN_WEIGHT ? size : HZ_STASH_MIN_WEIGHT);
+  if (HZ_UNLIKELY(slot->room <= 0)) return hz_remote_publish(stash, index);
+  return 0;
+}
+
 /* Publish every slot; returns the number of lists published. */
 unsigned hz_remote_flush(hz_stash_t *stash);
 
