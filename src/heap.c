@@ -352,10 +352,10 @@ void hz_heap_drain_inbox(hz_heap_t *heap, unsigned want) {
     if (ahead != NULL) __builtin_prefetch(ahead, 1);
     HZ_ASSERT(hz_page_heap(d.page) == heap);
     hz_bin_t *bin = d.bin;
-    if (HZ_UNLIKELY(d.retired)) {
-      hz_heap_double_free(d.page, block); /* freed again by another thread */
-    } else if (to_bins && bin->top != bin->limit) {
+    if (HZ_LIKELY(to_bins && !d.retired && bin->top != bin->limit)) {
       *bin->top++ = block; /* straight to malloc, no page round trip */
+    } else if (d.retired) {
+      hz_heap_double_free(d.page, block); /* freed again by another thread */
     } else {
       hz_heap_page_put(heap, d.page, block);
       drain_page_load(&d, heap, d.page); /* it may have been retired */
