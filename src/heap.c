@@ -315,6 +315,90 @@ static hz_page_t *drain_link_far(const hz_heap_t *heap,
   return page;
 }
 
+/* One drain's state: the page it is at, where blocks may go, and what is
+ * left of its budgets. */
+typedef struct {
+  hz_heap_t *heap;
+  drain_page_t at;
+  hz_bin_t *wanted;   /* the bin whose filling ends the drain (or NULL) */
+  bool to_bins;       /* false: every block onto its page */
+  int blocks_left;    /* DRAIN_BUDGET */
+  int page_puts_left; /* DRAIN_PAGE_PUTS, for a malloc slow path */
+} drain_t;
+
+/* Whether `block`, named by a list, is a block of one of our pages; the
+ * drain is then at its page. */
+static bool drain_locate(drain_t *d, const hz_block_t *block) {
+  if (drain_link_near(&d->at, block)) return true;
+  hz_page_t *page = drain_link_far(d->heap, block);
+  if (page == NULL) return false;
+  drain_page_load(&d->at, d->heap, page);
+  return true;
+}
+
+/* Take `block` (of the page the drain is at) home: into its bin while
+ * there is room, else onto its page. True when the drain should stop. */
+static bool drain_place(drain_t *d, hz_block_t *block) {
+  hz_bin_t *bin = d->at.bin;
+  d->blocks_left--;
+  if (HZ_LIKELY(d->to_bins && !d->at.retired && bin->top != bin->limit)) {
+    *bin->top++ = block; /* straight to malloc, no page round trip */
+    return (bin == d->wanted && bin->top == bin->limit) || d->blocks_left <= 0;
+  }
+  if (d->at.retired) {
+    hz_heap_double_free(d->at.page, block); /* freed again by another thread */
+  } else {
+    hz_heap_page_put(d->heap, d->at.page, block);
+    drain_page_load(&d->at, d->heap, d->at.page); /* it may have retired */
+    d->page_puts_left--;
+  }
+  return d->page_puts_left <= 0 || d->blocks_left <= 0;
+}
+
+static void drain_report(const hz_block_t *header) {
+  hz_check_report(HZ_CHECK_CORRUPT_LIST, header,
+                  "a block sent back by another thread");
+}
+
+/* Take one header of a list home, its named blocks first (newest first).
+ * Returns the header the drain goes on with: `header` itself when the drain
+ * stopped inside it (its link now names only what is left), the next one,
+ * or NULL after a spoilt link or name (reported; the rest is lost). Sets
+ * *stop when the drain should stop. */
+static hz_block_t *drain_header(drain_t *d, hz_block_t *header, bool *stop) {
+  if (!drain_locate(d, header)) {
+    drain_report(header);
+    return NULL;
+  }
+  hz_page_t *header_page = d->at.page;
+  uint32_t named;
+  hz_block_t *next = hz_remote_link(header, &named);
+  if (next != NULL) __builtin_prefetch(next, 1);
+  if (HZ_UNLIKELY(named > hz_remote_can_name(header_page->block_size))) {
+    drain_report(header);
+    next = NULL;
+    named = 0;
+  }
+  hz_block_t **names = hz_remote_names(header);
+  while (named > 0) {
+    hz_block_t *block = names[named - 1];
+    if (HZ_UNLIKELY(!drain_locate(d, block))) {
+      drain_report(header);
+      next = NULL;
+      break;
+    }
+    named--;
+    if (drain_place(d, block)) {
+      hz_remote_set_link(header, next, named);
+      *stop = true;
+      return header;
+    }
+  }
+  if (d->at.page != header_page) drain_page_load(&d->at, d->heap, header_page);
+  *stop = drain_place(d, header);
+  return next;
+}
+
 /* Take blocks received through the inbox home: into their bins while
  * there is room (only the owner may), else back on their pages. A malloc
  * slow path for class `want` stops once that class's bin is full and
@@ -322,63 +406,39 @@ static hz_page_t *drain_link_far(const hz_heap_t *heap,
  * freeing thread's cache to malloc once, instead of onto its page now and
  * back off it later, when it has left the cache (the bin holds 32 blocks,
  * a drain often twice that). The blocks it puts in that bin are reversed
- * so malloc hands them out in list order: a stash list runs against the
- * order its thread freed in, and the inbox stacks lists newest first, so
- * the inbox holds one freeing thread's blocks in reverse free order. A
+ * so malloc hands them out in list order: a list runs against the order
+ * its thread freed in, and the inbox stacks lists newest first, so the
+ * inbox holds one freeing thread's blocks in reverse free order. A
  * producer whose consumer frees in allocation order then gets its blocks
  * back as one descending run of addresses (ascending the next round),
  * which hardware prefetchers follow; bins filled bottom-up handed out runs
  * of 32 in an order that broke the stream every 32 blocks, and the
  * consumer's reads of 64 B blocks went from 27% of a 2x2 run to 3.5%.
- * With HZ_DRAIN_TO_PAGES every block goes back to its page. A spoilt link is
- * reported and ends the list: the blocks after it are lost. */
+ * With HZ_DRAIN_TO_PAGES every block goes back to its page. Only headers
+ * are read; a spoilt link or name is reported and ends the list: the
+ * blocks after it are lost. */
 void hz_heap_drain_inbox(hz_heap_t *heap, unsigned want) {
-  hz_block_t *block = heap->backlog;
-  if (block == NULL) {
-    block = hz_remote_take_all(&heap->inbox);
-    if (block == NULL) return;
+  hz_block_t *header = heap->backlog;
+  if (header == NULL) {
+    header = hz_remote_take_all(&heap->inbox);
+    if (header == NULL) return;
     HZ_SHARED_ADD(heap->stats.inbox_drains, 1);
   }
   bool to_bins = want != HZ_DRAIN_TO_PAGES;
-  hz_bin_t *wanted = to_bins ? &heap->bins[want] : NULL;
-  void **wanted_from = to_bins ? wanted->top : NULL;
-  drain_page_t d;
-  drain_page_load(&d, heap, hz_heap_block_page(block));
-  int n = 0, page_puts = 0;
-  int max_page_puts = to_bins ? DRAIN_PAGE_PUTS : DRAIN_BUDGET;
-  while (block != NULL && n < DRAIN_BUDGET && page_puts < max_page_puts) {
-    hz_block_t *next = hz_block_next(block);
-    hz_block_t *ahead = hz_remote_skip(block, d.page->block_size);
-    if (ahead != NULL) __builtin_prefetch(ahead, 1);
-    HZ_ASSERT(hz_page_heap(d.page) == heap);
-    hz_bin_t *bin = d.bin;
-    if (HZ_LIKELY(to_bins && !d.retired && bin->top != bin->limit)) {
-      *bin->top++ = block; /* straight to malloc, no page round trip */
-    } else if (d.retired) {
-      hz_heap_double_free(d.page, block); /* freed again by another thread */
-    } else {
-      hz_heap_page_put(heap, d.page, block);
-      drain_page_load(&d, heap, d.page); /* it may have been retired */
-      page_puts++;
-    }
-    n++;
-    if (next != NULL && !drain_link_near(&d, next)) {
-      hz_page_t *page = drain_link_far(heap, next);
-      if (HZ_UNLIKELY(page == NULL)) {
-        hz_check_report(HZ_CHECK_CORRUPT_LIST, block,
-                        "a block sent back by another thread");
-        next = NULL;
-      } else {
-        drain_page_load(&d, heap, page);
-      }
-    }
-    block = next;
-    if (bin == wanted && bin->top == bin->limit) break;
-  }
-  HZ_SHARED_ADD(heap->stats.drained_blocks, (uint64_t)n);
-  heap->backlog = block;
+  drain_t d = {.heap = heap,
+               .wanted = to_bins ? &heap->bins[want] : NULL,
+               .to_bins = to_bins,
+               .blocks_left = DRAIN_BUDGET,
+               .page_puts_left = to_bins ? DRAIN_PAGE_PUTS : DRAIN_BUDGET};
+  void **wanted_from = to_bins ? d.wanted->top : NULL;
+  bool stop = false;
+  while (header != NULL && !stop)
+    header = drain_header(&d, header, &stop);
+  HZ_SHARED_ADD(heap->stats.drained_blocks,
+                (uint64_t)(DRAIN_BUDGET - d.blocks_left));
+  heap->backlog = header;
   if (wanted_from != NULL)
-    heap_reverse(wanted_from, (size_t)(wanted->top - wanted_from));
+    heap_reverse(wanted_from, (size_t)(d.wanted->top - wanted_from));
 }
 
 bool hz_heap_has_incoming(hz_heap_t *heap) {

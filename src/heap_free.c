@@ -128,6 +128,6 @@ void hz_heap_free_remote_plain(hz_heap_t *heap, hz_page_t *page, void *p) {
 
 void hz_heap_free_orphan(hz_page_t *page, hz_block_t *block) {
   uint8_t cls = page->class_id; /* the page may go once the block is home */
-  hz_stats_count_orphan_free(cls, hz_remote_push_one(&hz_page_heap(page)->inbox,
-                                                     block, page->block_size));
+  hz_stats_count_orphan_free(
+      cls, hz_remote_push_one(&hz_page_heap(page)->inbox, block));
 }

@@ -23,9 +23,10 @@
 #include "sizeclass.h"
 
 /* A free block: its first word links it into a list (page lists, stash,
- * inbox), stored through hz_block_next/hz_block_set_next (encoded in the
- * secure variants). The second word is the stash's skip pointer in
- * release and the free mark in the secure variants (check.h). */
+ * inbox), stored through hz_block_next/hz_block_set_next, encoded. In the
+ * secure variants the second word is the free mark (check.h); a header of
+ * a stash or inbox list names other freed blocks in the words after those
+ * (remote.h). */
 typedef struct hz_block_s {
   struct hz_block_s *next;
 } hz_block_t;

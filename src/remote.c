@@ -4,12 +4,12 @@
 
 #include "os.h"
 
-unsigned hz_remote_push(hz_inbox_t *inbox, hz_block_t *first,
-                        hz_block_t *last) {
+unsigned hz_remote_push(hz_inbox_t *inbox, hz_block_t *first, hz_block_t *last,
+                        uint32_t last_named) {
   hz_block_t *head = atomic_load_explicit(&inbox->head, memory_order_relaxed);
   unsigned failed = 0;
   for (;;) {
-    hz_block_set_next(last, head);
+    hz_remote_set_link(last, head, last_named);
     if (atomic_compare_exchange_weak_explicit(&inbox->head, &head, first,
                                               memory_order_release,
                                               memory_order_relaxed))
@@ -18,10 +18,8 @@ unsigned hz_remote_push(hz_inbox_t *inbox, hz_block_t *first,
   }
 }
 
-unsigned hz_remote_push_one(hz_inbox_t *inbox, hz_block_t *block, size_t size) {
-  hz_block_t **skip = hz_remote_skip_slot(block, size);
-  if (skip != NULL) *skip = NULL;
-  return hz_remote_push(inbox, block, block);
+unsigned hz_remote_push_one(hz_inbox_t *inbox, hz_block_t *block) {
+  return hz_remote_push(inbox, block, block, 0);
 }
 
 hz_block_t *hz_remote_take_all(hz_inbox_t *inbox) {
@@ -31,15 +29,19 @@ hz_block_t *hz_remote_take_all(hz_inbox_t *inbox) {
 unsigned hz_remote_publish(hz_stash_t *stash, unsigned index) {
   hz_stash_slot_t *slot = &stash->slots[index];
   if (slot->dest == NULL) return 0;
-  HZ_SHARED_ADD(stash->cas_retries,
-                hz_remote_push(slot->dest, slot->first, slot->last));
+  uint32_t last_named = slot->last_named;
+  if (slot->first == slot->last)
+    last_named = slot->named;
+  else
+    hz_remote_set_link(slot->first, slot->older, slot->named);
+  HZ_SHARED_ADD(stash->cas_retries, hz_remote_push(slot->dest, slot->first,
+                                                   slot->last, last_named));
   if (slot->opened_ns != 0) {
     HZ_SHARED_ADD(stash->wait_ns, hz_os_now_ns() - slot->opened_ns);
     HZ_SHARED_ADD(stash->timed, 1);
   }
   slot->dest = NULL;
-  slot->first = slot->last = NULL;
-  slot->count = 0;
+  slot->first = slot->older = slot->last = NULL;
   stash->held &= ~(1u << index);
   return 1;
 }
@@ -50,14 +52,10 @@ unsigned hz_remote_stash_open(hz_stash_t *stash, unsigned index,
   unsigned published = hz_remote_publish(stash, index);
   hz_stash_slot_t *slot = &stash->slots[index];
   slot->dest = dest;
-  for (unsigned i = 1; i < HZ_STASH_SKIP; i++)
-    slot->recent[i] = NULL;
-  slot->recent[0] = block;
-  hz_block_t **skip = hz_remote_skip_slot(block, size);
-  if (skip != NULL) *skip = NULL;
-  hz_block_set_next(block, NULL);
   slot->first = slot->last = block;
-  slot->count = 1;
+  slot->older = NULL;
+  slot->named = 0;
+  slot->can_name = hz_remote_can_name(size);
   slot->room =
       (int32_t)HZ_STASH_MAX_BYTES -
       (int32_t)(size > HZ_STASH_MIN_WEIGHT ? size : HZ_STASH_MIN_WEIGHT);

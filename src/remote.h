@@ -2,18 +2,21 @@
  * them, without locks and without touching the owner's pages.
  *
  * The freeing thread collects such blocks in its stash: a few slots, each
- * a linked list of blocks bound for one inbox. A slot is published with a
- * single CAS when it is full (64 blocks or 256 KiB), when its slot is needed
- * for another destination, and when its heap flushes (malloc slow path, thread
+ * a list of blocks bound for one inbox. A slot is published with a single
+ * CAS when it is full (64 blocks or 256 KiB), when its slot is needed for
+ * another destination, and when its heap flushes (malloc slow path, thread
  * exit). The owner takes its whole inbox with one atomic exchange (no ABA:
  * nothing is ever popped singly).
  *
- * Walking a list of blocks the freeing thread just wrote is a chain of
- * cache misses, so each stashed block also records the block
- * HZ_STASH_SKIP places further down its list (hz_remote_skip: the second
- * word, the third in the secure variants): the owner prefetches that far ahead
- * while it drains. A non-NULL inbox head is the pending flag: the owner polls
- * one word and never scans. */
+ * A list is a chain of headers. A header is a freed block whose first
+ * word links the next header (encoded, with the number of blocks the
+ * header names in its low four bits) and whose following words name up to
+ * 15 more freed blocks, as many as fit (a 64-byte block names 7). Those
+ * blocks are not written at all: the freeing thread does not take their
+ * cache lines for writing, and the owner does not read them until malloc
+ * hands them out. A list reads newest first: a header's named blocks from
+ * the last named, then the header, then the next header. A non-NULL inbox
+ * head is the pending flag: the owner polls one word and never scans. */
 #ifndef HZ_REMOTE_H
 #define HZ_REMOTE_H
 
@@ -36,17 +39,16 @@ typedef struct {
  * instead of a count and a sum. */
 #define HZ_STASH_MIN_WEIGHT (HZ_STASH_MAX_BYTES / HZ_STASH_MAX_BLOCKS)
 
-#define HZ_STASH_SKIP 8
-
 typedef struct {
-  hz_inbox_t *dest; /* NULL: slot empty */
-  hz_block_t *first;
-  hz_block_t *last;
-  uint32_t count;
-  int32_t room;       /* weight left before the list is full */
-  uint64_t opened_ns; /* when the list got its first block; 0: not timed */
-  /* The last blocks stashed, by count; NULL where the list has none yet */
-  hz_block_t *recent[HZ_STASH_SKIP];
+  hz_inbox_t *dest;    /* NULL: slot empty */
+  hz_block_t *first;   /* the newest header, still naming blocks */
+  hz_block_t *older;   /* the header after `first` in the list */
+  hz_block_t *last;    /* the oldest header: its link goes to the inbox */
+  uint32_t named;      /* blocks `first` names so far */
+  uint32_t can_name;   /* blocks `first` has room to name */
+  uint32_t last_named; /* blocks `last` names, once `first` is another */
+  int32_t room;        /* weight left before the list is full */
+  uint64_t opened_ns;  /* when the list got its first block; 0: not timed */
 } hz_stash_slot_t;
 
 typedef struct {
@@ -62,34 +64,52 @@ typedef struct {
  * many is timed, the first included. */
 #define HZ_STASH_TIME_EVERY 16
 
-/* Append the list first..last (linked by next) to the inbox: one CAS, and
- * one more for every other push that got in between. Returns the number of
- * CAS that failed (the stats report counts them). */
-unsigned hz_remote_push(hz_inbox_t *inbox, hz_block_t *first, hz_block_t *last);
-/* Push one block of `size` bytes (no stash); returns the failed CAS. */
-unsigned hz_remote_push_one(hz_inbox_t *inbox, hz_block_t *block, size_t size);
+/* Most blocks a header names. */
+#define HZ_REMOTE_NAMES_MAX 15
+
+/* A header's named blocks start after its link, and in the secure variants
+ * after the free mark too (check.h). */
+#define HZ_REMOTE_NAMES_AT (HZ_SECURE ? 2 : 1)
+
+/* How many blocks a header of `size` bytes can name. */
+HZ_INLINE uint32_t hz_remote_can_name(size_t size) {
+  size_t words = size / sizeof(void *) - HZ_REMOTE_NAMES_AT;
+  return (uint32_t)(words < HZ_REMOTE_NAMES_MAX ? words : HZ_REMOTE_NAMES_MAX);
+}
+
+HZ_INLINE hz_block_t **hz_remote_names(hz_block_t *header) {
+  return (hz_block_t **)header + HZ_REMOTE_NAMES_AT;
+}
+
+/* Write a header's link: the next header and the number it names. */
+HZ_INLINE void hz_remote_set_link(hz_block_t *header, hz_block_t *next,
+                                  uint32_t named) {
+  hz_block_set_next(header, (hz_block_t *)((uintptr_t)next | named));
+}
+
+/* Read a header's link: the next header, and in *named how many blocks it
+ * names. Neither is checked: the owner checks both before it trusts them. */
+HZ_INLINE hz_block_t *hz_remote_link(const hz_block_t *header,
+                                     uint32_t *named) {
+  uintptr_t word = (uintptr_t)hz_block_next(header);
+  *named = (uint32_t)(word & HZ_REMOTE_NAMES_MAX);
+  return (hz_block_t *)(word & ~(uintptr_t)HZ_REMOTE_NAMES_MAX);
+}
+_Static_assert(HZ_REMOTE_NAMES_MAX == 15, "blocks are 16-byte aligned");
+
+/* Append the list of headers first..last, `last` naming `last_named`
+ * blocks, to the inbox: one CAS, and one more for every other push that
+ * got in between. Returns the number of CAS that failed (the stats report
+ * counts them). */
+unsigned hz_remote_push(hz_inbox_t *inbox, hz_block_t *first, hz_block_t *last,
+                        uint32_t last_named);
+/* Push one block alone (no stash); returns the failed CAS. */
+unsigned hz_remote_push_one(hz_inbox_t *inbox, hz_block_t *block);
 /* Take everything; NULL when empty. */
 hz_block_t *hz_remote_take_all(hz_inbox_t *inbox);
 
 HZ_INLINE bool hz_remote_pending(hz_inbox_t *inbox) {
   return atomic_load_explicit(&inbox->head, memory_order_relaxed) != NULL;
-}
-
-/* Where a block of `size` bytes in a published list keeps its skip
- * pointer: the second word, or in the secure variants, whose second word
- * is the free mark, the third (NULL: 16-byte blocks have none there). */
-HZ_INLINE hz_block_t **hz_remote_skip_slot(const hz_block_t *block,
-                                           size_t size) {
-  if (!HZ_SECURE) return &((hz_block_t **)block)[1];
-  return size >= 32 ? &((hz_block_t **)block)[2] : NULL;
-}
-
-/* The block HZ_STASH_SKIP places after `block` (of `size` bytes) in a
- * published list (NULL near a list's end): worth a prefetch while
- * draining. */
-HZ_INLINE hz_block_t *hz_remote_skip(const hz_block_t *block, size_t size) {
-  hz_block_t **slot = hz_remote_skip_slot(block, size);
-  return slot != NULL ? *slot : NULL;
 }
 
 /* Heaps are at least 64-byte aligned: hash the bits above that. */
@@ -107,22 +127,33 @@ unsigned hz_remote_stash_open(hz_stash_t *stash, unsigned index,
  * slot held none). */
 unsigned hz_remote_publish(hz_stash_t *stash, unsigned index);
 
+/* `block` becomes the newest header of the slot's list: the header before
+ * it gets its final link. */
+HZ_INLINE void hz_remote_stash_header(hz_stash_slot_t *slot, hz_block_t *block,
+                                      size_t size) {
+  if (slot->first == slot->last)
+    slot->last_named = slot->named;
+  else
+    hz_remote_set_link(slot->first, slot->older, slot->named);
+  slot->older = slot->first;
+  slot->first = block;
+  slot->named = 0;
+  slot->can_name = hz_remote_can_name(size);
+}
+
 /* Stash a block of `size` bytes for `dest`. Returns the number of lists
- * this published (0, 1 or 2). Inline: adding to an open list is a dozen
- * instructions on the remote free path. */
+ * this published (0, 1 or 2). Inline: most blocks are named by the newest
+ * header, one store into a line the thread holds already. */
 HZ_INLINE unsigned hz_remote_stash(hz_stash_t *stash, hz_inbox_t *dest,
                                    hz_block_t *block, size_t size) {
   unsigned index = hz_remote_slot_index(dest);
   hz_stash_slot_t *slot = &stash->slots[index];
   if (HZ_UNLIKELY(slot->dest != dest))
     return hz_remote_stash_open(stash, index, dest, block, size);
-  hz_block_t **recent = &slot->recent[slot->count % HZ_STASH_SKIP];
-  hz_block_t **skip = hz_remote_skip_slot(block, size);
-  if (skip != NULL) *skip = *recent;
-  *recent = block;
-  hz_block_set_next(block, slot->first);
-  slot->first = block;
-  slot->count++;
+  if (HZ_LIKELY(slot->named < slot->can_name))
+    hz_remote_names(slot->first)[slot->named++] = block;
+  else
+    hz_remote_stash_header(slot, block, size);
   slot->room -=
       (int32_t)(size > HZ_STASH_MIN_WEIGHT ? size : HZ_STASH_MIN_WEIGHT);
   if (HZ_UNLIKELY(slot->room <= 0)) return hz_remote_publish(stash, index);

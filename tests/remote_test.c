@@ -16,8 +16,11 @@
  *     each other, and the inboxes fall into exactly HZ_STASH_SLOTS slots;
  *   - hz_remote_flush publishes every slot (one list each, exact counts)
  *     and leaves the stash empty;
- *   - (with HZ_STASH_SKIP) every block of a published list points
- *     HZ_STASH_SKIP blocks further down its own list, NULL past the end;
+ *   - lists are chains of headers: every (can_name + 1)-th block stashed
+ *     heads a list part and names the blocks stashed after it; the memory
+ *     of the named blocks is not written at all, a list reads in exactly
+ *     the reverse of the stash order, and a header names no more than its
+ *     size allows (1 for 16 bytes, 7 for 64, 15 from 128 on);
  *   - four threads stash blocks for three inboxes (two of them sharing a
  *     slot) and flush at the end while a consumer drains with take_all:
  *     every block arrives exactly once, at the inbox it was stashed for. */
@@ -38,8 +41,7 @@ hz_check_secret_t hz_check_secret = {.link = 0x5DEECE66D2545F49u};
 #define BATCH        7
 
 /* A 16-byte block. The inbox test keeps its identity in the second word;
- * the stash tests keep nothing in their blocks (the stash may write both
- * words) and tell blocks apart by address. */
+ * its lists are headers that name nothing. */
 typedef struct {
   _Alignas(16) hz_block_t link;
   uint32_t producer;
@@ -47,6 +49,33 @@ typedef struct {
 } item_t;
 
 _Static_assert(sizeof(item_t) == 16, "items are 16-byte blocks");
+
+/* A block of the stash tests: as large as a header naming the most blocks
+ * (the stash writes as many names as the size it is told allows). They
+ * keep nothing in their memory and are told apart by address. */
+typedef struct {
+  _Alignas(16) hz_block_t link;
+  hz_block_t *words[HZ_REMOTE_NAMES_MAX + 1];
+} block_t;
+
+/* The blocks of a published list in list order (newest first): each
+ * header's named blocks from the last named, then the header. Stores at
+ * most `max` in out; returns how many there are (more than max: a cycle
+ * or a spoilt list). */
+static size_t list_blocks(hz_block_t *head, hz_block_t **out, size_t max) {
+  size_t n = 0;
+  for (hz_block_t *h = head; h != NULL && n <= max;) {
+    uint32_t named;
+    hz_block_t *next = hz_remote_link(h, &named);
+    hz_block_t **names = hz_remote_names(h);
+    for (uint32_t i = named; i-- > 0; n++)
+      if (n < max) out[n] = names[i];
+    if (n < max) out[n] = h;
+    n++;
+    h = next;
+  }
+  return n;
+}
 
 /* ---------------------------------------------------------------------------
  * Inbox: push and take_all
@@ -64,10 +93,10 @@ static void *produce(void *arg) {
     for (uint32_t k = 0; k < n; k++) {
       mine[i + k].producer = id;
       mine[i + k].seq = i + k;
-      hz_block_set_next(&mine[i + k].link,
-                        k + 1 < n ? &mine[i + k + 1].link : NULL);
+      hz_remote_set_link(&mine[i + k].link,
+                         k + 1 < n ? &mine[i + k + 1].link : NULL, 0);
     }
-    hz_remote_push(&inbox, &mine[i].link, &mine[i + n - 1].link);
+    hz_remote_push(&inbox, &mine[i].link, &mine[i + n - 1].link, 0);
     i += n;
   }
   atomic_fetch_add(&producers_done, 1);
@@ -86,7 +115,7 @@ static void test_push_take_all(void) {
     int done = atomic_load(&producers_done) == PRODUCERS;
     hz_block_t *b = hz_remote_take_all(&inbox);
     if (b != NULL) drains++;
-    for (; b != NULL; b = hz_block_next(b)) {
+    for (uint32_t named; b != NULL; b = hz_remote_link(b, &named)) {
       item_t *it = (item_t *)b;
       if (seen[it->producer][it->seq]++) duplicates++;
       received++;
@@ -116,14 +145,14 @@ typedef struct {
 static line_inbox_t lines[LINES];
 
 #define POOL 512
-static item_t pool[POOL];   /* blocks for the single-threaded stash tests */
+static block_t pool[POOL];  /* blocks for the single-threaded stash tests */
 static uint8_t marks[POOL]; /* times each pool block was taken */
 
-static item_t *pool_item(hz_block_t *b) {
+static block_t *pool_block(hz_block_t *b) {
   uintptr_t a = (uintptr_t)b, base = (uintptr_t)pool;
-  if (a < base || a >= base + sizeof pool || (a - base) % sizeof(item_t))
+  if (a < base || a >= base + sizeof pool || (a - base) % sizeof(block_t))
     return NULL;
-  return (item_t *)b;
+  return (block_t *)b;
 }
 
 /* Take everything from `in`; check that every block is a pool block with
@@ -133,26 +162,25 @@ static item_t *pool_item(hz_block_t *b) {
  * the number of blocks in [lo, hi) taken, or (size_t)-1 on any violation. */
 static size_t take_range(hz_inbox_t *in, size_t lo, size_t hi,
                          const hz_block_t *tail) {
-  hz_block_t *b = hz_remote_take_all(in);
-  size_t n = 0, steps = 0;
-  int bad = 0, tail_seen = 0;
-  for (; b != NULL && steps <= POOL; b = hz_block_next(b), steps++) {
-    if (tail != NULL && b == tail) {
-      tail_seen = 1;
-      if (hz_block_next(b) != NULL) bad = 1; /* the old contents end the chain */
-      continue;
-    }
-    item_t *it = pool_item(b);
-    if (it == NULL) {
-      bad = 1;
-      break;
-    }
+  static hz_block_t *list[POOL + 1];
+  size_t len = list_blocks(hz_remote_take_all(in), list, POOL + 1);
+  if (len > POOL) return (size_t)-1; /* no end: a cycle */
+  size_t n = 0;
+  int bad = 0;
+  if (tail != NULL) { /* the old contents end the chain, alone */
+    uint32_t named;
+    if (len == 0 || list[len - 1] != tail ||
+        hz_remote_link(tail, &named) != NULL || named != 0)
+      return (size_t)-1;
+    len--;
+  }
+  for (size_t k = 0; k < len; k++) {
+    block_t *it = pool_block(list[k]);
+    if (it == NULL) return (size_t)-1;
     size_t i = (size_t)(it - pool);
     if (i < lo || i >= hi || marks[i]++ != 0) bad = 1;
     n++;
   }
-  if (b != NULL) bad = 1;                  /* no end: a cycle */
-  if (tail != NULL && !tail_seen) bad = 1; /* the old contents were lost */
   return bad ? (size_t)-1 : n;
 }
 
@@ -200,7 +228,7 @@ static void test_stash_count_cap(void) {
   /* Again, onto an inbox that already holds a block: the published list
    * goes in front of it, whole. */
   hz_block_t *sentinel = &pool[2 * N].link;
-  hz_remote_push(in, sentinel, sentinel);
+  hz_remote_push(in, sentinel, sentinel, 0);
   early = visible = last = 0;
   for (size_t i = N; i < 2 * N; i++) {
     unsigned r = hz_remote_stash(&stash, in, &pool[i].link, 16);
@@ -278,15 +306,18 @@ static void test_stash_byte_cap(void) {
  * slot. Counts anything else odd in *odd. */
 static int collide(hz_inbox_t *a, hz_inbox_t *b, unsigned *odd) {
   hz_stash_t stash = {0};
-  item_t *x = &pool[POOL - 2], *y = &pool[POOL - 1];
+  block_t *x = &pool[POOL - 2], *y = &pool[POOL - 1];
+  uint32_t named_a = 1, named_b = 1;
   unsigned r1 = hz_remote_stash(&stash, a, &x->link, 16);
   unsigned r2 = hz_remote_stash(&stash, b, &y->link, 16);
   int a_out = atomic_load(&a->head) == &x->link;
   unsigned r3 = hz_remote_flush(&stash);
   hz_block_t *ta = hz_remote_take_all(a), *tb = hz_remote_take_all(b);
   if (r1 != 0 || r2 > 1 || r2 + r3 != 2 || (r2 == 1) != a_out ||
-      ta != &x->link || tb != &y->link || hz_block_next(ta) != NULL ||
-      hz_block_next(tb) != NULL || !hz_remote_stash_empty(&stash))
+      ta != &x->link || tb != &y->link ||
+      hz_remote_link(ta, &named_a) != NULL ||
+      hz_remote_link(tb, &named_b) != NULL || named_a != 0 || named_b != 0 ||
+      !hz_remote_stash_empty(&stash))
     (*odd)++;
   return r2 == 1;
 }
@@ -418,48 +449,62 @@ static void test_stash_flush(void) {
   CHECK(hz_remote_stash_empty(&stash));
 }
 
-#ifdef HZ_STASH_SKIP
-/* Skip pointers: in a published list, hz_remote_skip(b) is the block
- * HZ_STASH_SKIP places further down the same list, NULL past its end; a
- * block pushed alone has none. */
-static unsigned skips_wrong(hz_block_t *list, size_t expect_len) {
-  hz_block_t *chain[POOL];
-  size_t n = 0;
-  for (hz_block_t *b = list; b != NULL && n < POOL; b = hz_block_next(b))
-    chain[n++] = b;
-  unsigned wrong = n != expect_len;
-  for (size_t j = 0; j < n; j++) {
-    hz_block_t *want = j + HZ_STASH_SKIP < n ? chain[j + HZ_STASH_SKIP] : NULL;
-    wrong += hz_remote_skip(chain[j], 16) != want;
+/* (e) The list format: headers every can_name + 1 blocks, named blocks
+ * never written, the list in reverse stash order. */
+static unsigned format_wrong(size_t size, size_t count) {
+  hz_inbox_t *in = &lines[3].inbox;
+  hz_stash_t stash = {0};
+  memset(pool, 0xA5, sizeof pool);
+  for (size_t i = 0; i < count; i++)
+    hz_remote_stash(&stash, in, &pool[i].link, size);
+  hz_remote_flush(&stash);
+  hz_block_t *head = atomic_load(&in->head);
+  static hz_block_t *list[POOL + 1];
+  size_t len = list_blocks(hz_remote_take_all(in), list, POOL + 1);
+  unsigned wrong = len != count;
+  for (size_t k = 0; k < len && k < count; k++)
+    wrong += list[k] != &pool[count - 1 - k].link; /* reverse stash order */
+  size_t per_header = hz_remote_can_name(size) + 1;
+  for (size_t i = 0; i < count; i++) {
+    bool header = i % per_header == 0;
+    const unsigned char *b = (const unsigned char *)&pool[i];
+    size_t untouched = 0;
+    for (size_t j = 0; j < sizeof pool[i]; j++)
+      untouched += b[j] == 0xA5;
+    if (!header && untouched != sizeof pool[i]) wrong++; /* a named block */
   }
+  size_t newest = (count - 1) / per_header * per_header;
+  wrong += head != &pool[newest].link;
   return wrong;
 }
 
-static void test_stash_skip(void) {
-  hz_inbox_t *in = &lines[2].inbox;
-  hz_stash_t stash = {0};
-  size_t next = 0;
-  for (size_t i = 0; i < HZ_STASH_MAX_BLOCKS; i++)
-    hz_remote_stash(&stash, in, &pool[next++].link, 16);
-  unsigned wrong = skips_wrong(hz_remote_take_all(in), HZ_STASH_MAX_BLOCKS);
-  CHECK_MSG(wrong == 0, "full list: %u wrong skip pointers", wrong);
-  /* Shorter lists after a publish: nothing of the old list shows through. */
-  static const size_t lens[] = {1, HZ_STASH_SKIP - 1, HZ_STASH_SKIP,
-                                HZ_STASH_SKIP + 1, 2 * HZ_STASH_SKIP + 3};
-  for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
-    for (size_t i = 0; i < lens[k]; i++)
-      hz_remote_stash(&stash, in, &pool[next++].link, 16);
-    hz_remote_flush(&stash);
-    wrong = skips_wrong(hz_remote_take_all(in), lens[k]);
-    CHECK_MSG(wrong == 0, "list of %zu: %u wrong skip pointers", lens[k],
-              wrong);
+static void test_list_format(void) {
+  static const struct {
+    size_t size, count, can_name;
+  } cases[] = {{16, 9, HZ_SECURE ? 0 : 1},
+               {32, 10, HZ_SECURE ? 2 : 3},
+               {64, 64, HZ_SECURE ? 6 : 7},
+               {64, 1, HZ_SECURE ? 6 : 7},
+               {64, 8, HZ_SECURE ? 6 : 7},
+               {128, 40, HZ_SECURE ? 14 : 15},
+               {4096, 33, 15}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    CHECK_MSG(hz_remote_can_name(cases[k].size) == cases[k].can_name,
+              "a %zu-byte header names %u blocks, not %zu", cases[k].size,
+              hz_remote_can_name(cases[k].size), cases[k].can_name);
+    unsigned wrong = format_wrong(cases[k].size, cases[k].count);
+    CHECK_MSG(wrong == 0, "%zu blocks of %zu bytes: %u wrong", cases[k].count,
+              cases[k].size, wrong);
   }
-  hz_block_t *one = &pool[next].link;
-  ((hz_block_t **)one)[1] = &pool[0].link; /* stale second word */
-  hz_remote_push_one(in, one, 16);
-  CHECK(hz_remote_take_all(in) == one && hz_remote_skip(one, 16) == NULL);
+  /* A block pushed alone names nothing, whatever its memory held. */
+  hz_inbox_t *in = &lines[3].inbox;
+  hz_block_t *one = &pool[0].link;
+  memset(&pool[0], 0xFF, sizeof pool[0]);
+  hz_remote_push_one(in, one);
+  uint32_t named = 1;
+  CHECK(hz_remote_take_all(in) == one && hz_remote_link(one, &named) == NULL &&
+        named == 0);
 }
-#endif
 
 /* ---------------------------------------------------------------------------
  * Stash: many producers, one consumer
@@ -469,7 +514,7 @@ static void test_stash_skip(void) {
 #define DESTS       3 /* 0 and 1 in different slots, 2 shares 0's slot */
 
 static hz_inbox_t *dests[DESTS];
-static item_t *stash_items[STASHERS];
+static block_t *stash_items[STASHERS];
 static uint8_t *stash_dest[STASHERS]; /* where each block must arrive */
 static unsigned stash_published[STASHERS];
 static unsigned stash_left[STASHERS]; /* stash not empty after the flush */
@@ -486,7 +531,7 @@ static uint64_t rng_next(uint64_t *s) {
 
 static void *stasher(void *arg) {
   uint32_t id = (uint32_t)(uintptr_t)arg;
-  item_t *mine = stash_items[id];
+  block_t *mine = stash_items[id];
   uint8_t *dest_of = stash_dest[id];
   uint64_t rng = UINT64_C(0x9E3779B97F4A7C15) * (id + 1);
   hz_stash_t stash = {0};
@@ -514,9 +559,12 @@ static void test_stash_threads(void) {
   dests[2] = &lines[b].inbox;
 
   static uint8_t seen[STASHERS][PER_STASHER];
+  /* An inbox holds at most every block sent to it. */
+  enum { TAKEN_MAX = STASHERS * PER_STASHER };
+  static hz_block_t *taken[TAKEN_MAX];
   pthread_t threads[STASHERS];
   for (int i = 0; i < STASHERS; i++) {
-    stash_items[i] = calloc(PER_STASHER, sizeof(item_t));
+    stash_items[i] = calloc(PER_STASHER, sizeof(block_t));
     stash_dest[i] = calloc(PER_STASHER, 1);
     pthread_create(&threads[i], NULL, stasher, (void *)(uintptr_t)i);
   }
@@ -525,13 +573,18 @@ static void test_stash_threads(void) {
     int done = atomic_load(&stashers_done) == STASHERS;
     int pending = 0;
     for (uint32_t d = 0; d < DESTS; d++) {
-      for (hz_block_t *bl = hz_remote_take_all(dests[d]); bl != NULL;
-           bl = hz_block_next(bl)) {
-        item_t *it = (item_t *)bl;
+      hz_block_t *head = hz_remote_take_all(dests[d]);
+      size_t len = list_blocks(head, taken, TAKEN_MAX);
+      if (len > TAKEN_MAX) {
+        foreign++; /* a cycle, or longer than a list can be */
+        len = TAKEN_MAX;
+      }
+      for (size_t k = 0; k < len; k++) {
+        block_t *it = (block_t *)taken[k];
         int owner = -1;
         for (int p = 0; p < STASHERS; p++) {
           uintptr_t base = (uintptr_t)stash_items[p];
-          if ((uintptr_t)it - base < PER_STASHER * sizeof(item_t)) owner = p;
+          if ((uintptr_t)it - base < PER_STASHER * sizeof(block_t)) owner = p;
         }
         if (owner < 0) {
           foreign++;
@@ -575,9 +628,7 @@ int main(void) {
   find_slots();
   test_stash_collision();
   test_stash_flush();
-#ifdef HZ_STASH_SKIP
-  test_stash_skip();
-#endif
+  test_list_format();
   test_stash_threads();
   return check_report("remote");
 }
