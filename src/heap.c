@@ -343,6 +343,7 @@ static bool drain_place(drain_t *d, hz_block_t *block) {
   d->blocks_left--;
   if (HZ_LIKELY(d->to_bins && !d->at.retired && bin->top != bin->limit)) {
     *bin->top++ = block; /* straight to malloc, no page round trip */
+    __builtin_prefetch(block, 1);
     return (bin == d->wanted && bin->top == bin->limit) || d->blocks_left <= 0;
   }
   if (d->at.retired) {
