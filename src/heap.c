@@ -380,9 +380,8 @@ static hz_block_t *drain_header(drain_t *d, hz_block_t *header, bool *stop) {
     next = NULL;
     named = 0;
   }
-  hz_block_t **names = hz_remote_names(header);
   while (named > 0) {
-    hz_block_t *block = names[named - 1];
+    hz_block_t *block = hz_remote_name(header, named - 1);
     if (HZ_UNLIKELY(!drain_locate(d, block))) {
       drain_report(header);
       next = NULL;

@@ -77,8 +77,20 @@ HZ_INLINE uint32_t hz_remote_can_name(size_t size) {
   return (uint32_t)(words < HZ_REMOTE_NAMES_MAX ? words : HZ_REMOTE_NAMES_MAX);
 }
 
-HZ_INLINE hz_block_t **hz_remote_names(hz_block_t *header) {
-  return (hz_block_t **)header + HZ_REMOTE_NAMES_AT;
+/* Name `block` in word i of a header's names. Names are encoded like links
+ * (check.h), each with its own word's key: a use after free that writes the
+ * address of a live block there does not get it handed out, it decodes to
+ * an address the owner's check refuses. */
+HZ_INLINE void hz_remote_name_set(hz_block_t *header, uint32_t i,
+                                  hz_block_t *block) {
+  void **word = (void **)header + HZ_REMOTE_NAMES_AT + i;
+  *word = hz_check_encode(word, block);
+}
+
+/* The block named in word i of a header's names (unchecked). */
+HZ_INLINE hz_block_t *hz_remote_name(const hz_block_t *header, uint32_t i) {
+  void *const *word = (void *const *)header + HZ_REMOTE_NAMES_AT + i;
+  return hz_check_decode(word, *word);
 }
 
 /* Write a header's link: the next header and the number it names. */
@@ -151,7 +163,7 @@ HZ_INLINE unsigned hz_remote_stash(hz_stash_t *stash, hz_inbox_t *dest,
   if (HZ_UNLIKELY(slot->dest != dest))
     return hz_remote_stash_open(stash, index, dest, block, size);
   if (HZ_LIKELY(slot->named < slot->can_name))
-    hz_remote_names(slot->first)[slot->named++] = block;
+    hz_remote_name_set(slot->first, slot->named++, block);
   else
     hz_remote_stash_header(slot, block, size);
   slot->room -=

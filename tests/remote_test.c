@@ -67,9 +67,8 @@ static size_t list_blocks(hz_block_t *head, hz_block_t **out, size_t max) {
   for (hz_block_t *h = head; h != NULL && n <= max;) {
     uint32_t named;
     hz_block_t *next = hz_remote_link(h, &named);
-    hz_block_t **names = hz_remote_names(h);
     for (uint32_t i = named; i-- > 0; n++)
-      if (n < max) out[n] = names[i];
+      if (n < max) out[n] = hz_remote_name(h, i);
     if (n < max) out[n] = h;
     n++;
     h = next;
@@ -496,6 +495,19 @@ static void test_list_format(void) {
     CHECK_MSG(wrong == 0, "%zu blocks of %zu bytes: %u wrong", cases[k].count,
               cases[k].size, wrong);
   }
+  /* A name written in plain over a header's (a use after free aiming at
+   * another block) does not read back as that block: names are encoded. */
+  hz_inbox_t *forged_in = &lines[4].inbox;
+  hz_stash_t stash = {0};
+  hz_remote_stash(&stash, forged_in, &pool[0].link, 64);
+  hz_remote_stash(&stash, forged_in, &pool[1].link, 64);
+  hz_remote_flush(&stash);
+  hz_block_t *head = hz_remote_take_all(forged_in);
+  CHECK(head == &pool[0].link && hz_remote_name(head, 0) == &pool[1].link);
+  ((hz_block_t **)head)[HZ_REMOTE_NAMES_AT] = &pool[5].link;
+  CHECK_MSG(hz_remote_name(head, 0) != &pool[5].link,
+            "a name written in plain read back as that block");
+
   /* A block pushed alone names nothing, whatever its memory held. */
   hz_inbox_t *in = &lines[3].inbox;
   hz_block_t *one = &pool[0].link;
