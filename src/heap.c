@@ -291,7 +291,7 @@ static void drain_page_load(drain_page_t *d, hz_heap_t *heap, hz_page_t *page) {
   d->retired = hz_heap_page_is_retired(page);
 }
 
-/* Whether `next`, the link of a block on d's page, names a block of that
+/* Whether `next`, a link or name read from a list, is a block of d's
  * page. */
 HZ_INLINE bool drain_link_near(const drain_page_t *d, const hz_block_t *next) {
   uintptr_t offset = (uintptr_t)next - d->start;
@@ -339,6 +339,7 @@ static bool drain_locate(drain_t *d, const hz_block_t *block) {
 /* Take `block` (of the page the drain is at) home: into its bin while
  * there is room, else onto its page. True when the drain should stop. */
 static bool drain_place(drain_t *d, hz_block_t *block) {
+  HZ_ASSERT(hz_page_heap(d->at.page) == d->heap);
   hz_bin_t *bin = d->at.bin;
   d->blocks_left--;
   if (HZ_LIKELY(d->to_bins && !d->at.retired && bin->top != bin->limit)) {

@@ -29,13 +29,10 @@ hz_block_t *hz_remote_take_all(hz_inbox_t *inbox) {
 unsigned hz_remote_publish(hz_stash_t *stash, unsigned index) {
   hz_stash_slot_t *slot = &stash->slots[index];
   if (slot->dest == NULL) return 0;
-  uint32_t last_named = slot->last_named;
-  if (slot->first == slot->last)
-    last_named = slot->named;
-  else
-    hz_remote_set_link(slot->first, slot->older, slot->named);
-  HZ_SHARED_ADD(stash->cas_retries, hz_remote_push(slot->dest, slot->first,
-                                                   slot->last, last_named));
+  hz_remote_close_header(slot);
+  HZ_SHARED_ADD(
+      stash->cas_retries,
+      hz_remote_push(slot->dest, slot->first, slot->last, slot->last_named));
   if (slot->opened_ns != 0) {
     HZ_SHARED_ADD(stash->wait_ns, hz_os_now_ns() - slot->opened_ns);
     HZ_SHARED_ADD(stash->timed, 1);
@@ -56,9 +53,7 @@ unsigned hz_remote_stash_open(hz_stash_t *stash, unsigned index,
   slot->older = NULL;
   slot->named = 0;
   slot->can_name = hz_remote_can_name(size);
-  slot->room =
-      (int32_t)HZ_STASH_MAX_BYTES -
-      (int32_t)(size > HZ_STASH_MIN_WEIGHT ? size : HZ_STASH_MIN_WEIGHT);
+  slot->room = (int32_t)HZ_STASH_MAX_BYTES - hz_remote_weight(size);
   bool timed = stash->lists % HZ_STASH_TIME_EVERY == 0;
   HZ_SHARED_ADD(stash->lists, 1);
   slot->opened_ns = timed ? hz_os_now_ns() : 0;

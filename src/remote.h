@@ -39,6 +39,11 @@ typedef struct {
  * instead of a count and a sum. */
 #define HZ_STASH_MIN_WEIGHT (HZ_STASH_MAX_BYTES / HZ_STASH_MAX_BLOCKS)
 
+/* What a block of `size` bytes takes of a list's room. */
+HZ_INLINE int32_t hz_remote_weight(size_t size) {
+  return (int32_t)(size > HZ_STASH_MIN_WEIGHT ? size : HZ_STASH_MIN_WEIGHT);
+}
+
 typedef struct {
   hz_inbox_t *dest;    /* NULL: slot empty */
   hz_block_t *first;   /* the newest header, still naming blocks */
@@ -139,14 +144,20 @@ unsigned hz_remote_stash_open(hz_stash_t *stash, unsigned index,
  * slot held none). */
 unsigned hz_remote_publish(hz_stash_t *stash, unsigned index);
 
-/* `block` becomes the newest header of the slot's list: the header before
- * it gets its final link. */
-HZ_INLINE void hz_remote_stash_header(hz_stash_slot_t *slot, hz_block_t *block,
-                                      size_t size) {
+/* The newest header of the slot's list names no more blocks: it gets its
+ * final link, or, when it is the oldest too (whose link the push writes),
+ * its count is kept for the push. */
+HZ_INLINE void hz_remote_close_header(hz_stash_slot_t *slot) {
   if (slot->first == slot->last)
     slot->last_named = slot->named;
   else
     hz_remote_set_link(slot->first, slot->older, slot->named);
+}
+
+/* `block` becomes the newest header of the slot's list. */
+HZ_INLINE void hz_remote_stash_header(hz_stash_slot_t *slot, hz_block_t *block,
+                                      size_t size) {
+  hz_remote_close_header(slot);
   slot->older = slot->first;
   slot->first = block;
   slot->named = 0;
@@ -166,8 +177,7 @@ HZ_INLINE unsigned hz_remote_stash(hz_stash_t *stash, hz_inbox_t *dest,
     hz_remote_name_set(slot->first, slot->named++, block);
   else
     hz_remote_stash_header(slot, block, size);
-  slot->room -=
-      (int32_t)(size > HZ_STASH_MIN_WEIGHT ? size : HZ_STASH_MIN_WEIGHT);
+  slot->room -= hz_remote_weight(size);
   if (HZ_UNLIKELY(slot->room <= 0)) return hz_remote_publish(stash, index);
   return 0;
 }
