@@ -10,7 +10,11 @@
  * by its page; bins hold only block starts of pages their heap owns. */
 #include "heap_parts.h"
 
+#include <stdatomic.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "large.h"
 #include "list.h"
@@ -266,6 +270,41 @@ static void heap_reverse(void **slots, size_t n) {
  * the backlog drains while the thread allocates anything. */
 #define DRAIN_PAGE_PUTS (2 * HZ_BIN_SLOTS)
 
+/* Whether the CPU has PREFETCHW (CPUID 0x80000001, ECX bit 8), asked once.
+ * On x86, __builtin_prefetch(p, 1) compiles to a read prefetch unless the
+ * build targets PREFETCHW, so the drain chooses at run time. */
+static bool heap_cpu_prefetchw(void) {
+#if defined(__x86_64__)
+  static _Atomic int known = -1;
+  int has = atomic_load_explicit(&known, memory_order_relaxed);
+  if (HZ_UNLIKELY(has < 0)) {
+    unsigned a, b, c, d;
+    has = __get_cpuid(0x80000001u, &a, &b, &c, &d) && (c & bit_PRFCHW) != 0;
+    atomic_store_explicit(&known, has, memory_order_relaxed);
+  }
+  return has != 0;
+#else
+  return false;
+#endif
+}
+
+/* Ask for the line of a block the owner will soon write (malloc's caller
+ * fills it) to be brought in for writing. PREFETCHW takes the line
+ * exclusive: the freeing thread's copy (it read the block) is invalidated
+ * in the background, and the first store does not wait for that.
+ * batch_queue 1x3-64B, 9 interleaved runs: 84.2M -> 92.2M ops/s; prodcons
+ * 1KiB 65.0M -> 72.5M. */
+HZ_INLINE void drain_prefetch(const void *block, bool prefetchw) {
+#if defined(__x86_64__)
+  if (prefetchw) {
+    __asm__ volatile("prefetchw %0" : : "m"(*(const char *)block));
+    return;
+  }
+#endif
+  (void)prefetchw;
+  __builtin_prefetch(block, 1);
+}
+
 /* The page a drain walks along, what it needs of it kept in registers:
  * lists often run along one page, so a link into it is proved a block
  * start with a range check and a multiply, without loading the page. */
@@ -324,16 +363,22 @@ typedef struct {
   bool to_bins;       /* false: every block onto its page */
   int blocks_left;    /* DRAIN_BUDGET */
   int page_puts_left; /* DRAIN_PAGE_PUTS, for a malloc slow path */
+  bool prefetchw;     /* heap_cpu_prefetchw() */
 } drain_t;
 
-/* Whether `block`, named by a list, is a block of one of our pages; the
- * drain is then at its page. */
-static bool drain_locate(drain_t *d, const hz_block_t *block) {
-  if (drain_link_near(&d->at, block)) return true;
+/* drain_locate for a block off the drain's page: out of line, so the
+ * common case costs no call. */
+static HZ_NOINLINE bool drain_move(drain_t *d, const hz_block_t *block) {
   hz_page_t *page = drain_link_far(d->heap, block);
   if (page == NULL) return false;
   drain_page_load(&d->at, d->heap, page);
   return true;
+}
+
+/* Whether `block`, named by a list, is a block of one of our pages; the
+ * drain is then at its page. */
+HZ_INLINE bool drain_locate(drain_t *d, const hz_block_t *block) {
+  return HZ_LIKELY(drain_link_near(&d->at, block)) || drain_move(d, block);
 }
 
 /* Take `block` (of the page the drain is at) home: into its bin while
@@ -344,7 +389,7 @@ static bool drain_place(drain_t *d, hz_block_t *block) {
   d->blocks_left--;
   if (HZ_LIKELY(d->to_bins && !d->at.retired && bin->top != bin->limit)) {
     *bin->top++ = block; /* straight to malloc, no page round trip */
-    __builtin_prefetch(block, 1);
+    drain_prefetch(block, d->prefetchw);
     return (bin == d->wanted && bin->top == bin->limit) || d->blocks_left <= 0;
   }
   if (d->at.retired) {
@@ -375,7 +420,7 @@ static hz_block_t *drain_header(drain_t *d, hz_block_t *header, bool *stop) {
   hz_page_t *header_page = d->at.page;
   uint32_t named;
   hz_block_t *next = hz_remote_link(header, &named);
-  if (next != NULL) __builtin_prefetch(next, 1);
+  if (next != NULL) drain_prefetch(next, d->prefetchw);
   if (HZ_UNLIKELY(named > hz_remote_can_name(header_page->block_size))) {
     drain_report(header);
     next = NULL;
@@ -430,7 +475,8 @@ void hz_heap_drain_inbox(hz_heap_t *heap, unsigned want) {
                .wanted = to_bins ? &heap->bins[want] : NULL,
                .to_bins = to_bins,
                .blocks_left = DRAIN_BUDGET,
-               .page_puts_left = to_bins ? DRAIN_PAGE_PUTS : DRAIN_BUDGET};
+               .page_puts_left = to_bins ? DRAIN_PAGE_PUTS : DRAIN_BUDGET,
+               .prefetchw = heap_cpu_prefetchw()};
   void **wanted_from = to_bins ? d.wanted->top : NULL;
   bool stop = false;
   while (header != NULL && !stop)
