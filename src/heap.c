@@ -292,8 +292,9 @@ static bool heap_cpu_prefetchw(void) {
  * fills it) to be brought in for writing. PREFETCHW takes the line
  * exclusive: the freeing thread's copy (it read the block) is invalidated
  * in the background, and the first store does not wait for that.
- * batch_queue 1x3-64B, 9 interleaved runs: 84.2M -> 92.2M ops/s; prodcons
- * 1KiB 65.0M -> 72.5M. */
+ * 9 interleaved runs against the read prefetch: batch_queue 1x3-64B
+ * 80.5M -> 86.3M ops/s, 2x2-8-2048 50.5M -> 69.4M; prodcons 1KiB 65.6M ->
+ * 73.7M. */
 HZ_INLINE void drain_prefetch(const void *block, bool prefetchw) {
 #if defined(__x86_64__)
   if (prefetchw) {
