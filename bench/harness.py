@@ -300,7 +300,7 @@ FAMILY_KEYS = {
     "thread_churn": ["rss_start_kb", "rss_end_kb"],
     "long_run": ["rss_q1_kb", "rss_q4_kb", "growth"],
     "prodcons": ["waits"],
-    "batch_queue": ["waits"],
+    "batch_queue": ["waits", "jumps_pct"],
     "exchange": ["remote_pct"],
 }
 # ============================================================================
