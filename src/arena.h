@@ -1,10 +1,11 @@
 /* arena: the address space the small-block segments are cut from. One
- * large reservation, inaccessible until used, made at the first request:
- * segments are committed from its start in address order and never
- * unmapped, so "is this pointer in a segment?" is a subtract and a
- * compare against the span committed so far, and the header of any
- * segment inside it can always be read (a segment given back reads as
- * zeros: no page in use).
+ * large reservation, its size a power of two and its start aligned to it,
+ * readable (as zeros) but not writable until used, made at the first
+ * request: segments are committed from its start in address order and
+ * never unmapped, so "is this pointer in the arena?" is a mask and a
+ * compare, and the header of any segment inside it can always be read (a
+ * segment never committed or given back reads as zeros: no page in
+ * use).
  *
  * Under an address-space limit (ulimit -v) the reservation is a fraction
  * of the limit, or smaller when the kernel refuses it, or none; the
@@ -14,28 +15,29 @@
 #ifndef HZ_ARENA_H
 #define HZ_ARENA_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "config.h"
 
-/* Where the reservation starts (set once, before the span first grows)
- * and how much of it is committed (only grows). One line, one address. */
+/* Where the reservation starts, and the mask that rounds an address in
+ * it down to that start. Written once, under the segment lock, before the
+ * first segment is handed out (start is 1 and mask 0 until then, so no
+ * address is held): a thread holds a pointer into the arena only after
+ * that, so plain loads read them, and the free fast path folds them into
+ * its mask and compare. */
 typedef struct {
-  _Atomic uintptr_t start;
-  _Atomic size_t span;
+  uintptr_t start, mask;
 } hz_arena_bounds_t;
-extern hz_arena_bounds_t hz_arena;
+extern HZ_HIDDEN hz_arena_bounds_t hz_arena;
 
-/* True when p lies in a committed segment of the reservation (false for
- * NULL). p - 1, as for the segment map: a block ending a segment exactly
- * belongs to it. */
+/* True when p lies in the reservation (false for NULL): its segment's
+ * header can be read, and names no page where nothing was committed.
+ * p - 1, as for the segment map: a block ending a segment exactly belongs
+ * to it. */
 HZ_INLINE bool hz_arena_holds(const void *p) {
-  uintptr_t start = atomic_load_explicit(&hz_arena.start, memory_order_relaxed);
-  size_t span = atomic_load_explicit(&hz_arena.span, memory_order_relaxed);
-  return (uintptr_t)p - 1 - start < span;
+  return (((uintptr_t)p - 1) & hz_arena.mask) == hz_arena.start;
 }
 
 /* A 4 MiB segment of the reservation, readable and writable, reading as

@@ -201,6 +201,7 @@ void hz_heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n) {
   size_t left = hz_bin_count(bin) - n;
   memmove(bin->base, bin->base + n, left * sizeof bin->base[0]);
   bin->top = bin->base + left;
+  hz_bin_moved(bin, -(int64_t)n);
   HZ_ASSERT(bin->top >= bin->base && bin->top <= bin->limit);
 }
 
@@ -217,8 +218,9 @@ void hz_heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always) {
   hz_bin_t *bin = &heap->bins[cls];
   hz_class_counts_t *counts = &heap->counts[cls];
   HZ_SHARED_SET(counts->allocs, hz_bin_allocs(bin));
-  HZ_SHARED_SET(counts->frees, bin->frees);
-  int64_t net = (int64_t)(hz_bin_allocs(bin) - bin->frees);
+  uint64_t frees = hz_bin_frees(bin);
+  HZ_SHARED_SET(counts->frees, frees);
+  int64_t net = (int64_t)(hz_bin_allocs(bin) - frees);
   int64_t delta = net - counts->published;
   int64_t moved = delta < 0 ? -delta : delta;
   if (!always &&
@@ -390,6 +392,7 @@ static bool drain_place(drain_t *d, hz_block_t *block) {
   d->blocks_left--;
   if (HZ_LIKELY(d->to_bins && !d->at.retired && bin->top != bin->limit)) {
     *bin->top++ = block; /* straight to malloc, no page round trip */
+    hz_bin_moved(bin, 1);
     drain_prefetch(block, d->prefetchw);
     return (bin == d->wanted && bin->top == bin->limit) || d->blocks_left <= 0;
   }
@@ -593,6 +596,7 @@ static bool heap_refill(hz_heap_t *heap, uint8_t cls) {
     size_t room = (size_t)(want - bin->top);
     uint32_t taken = page->free != NULL ? heap_take_free(bin, page, room)
                                         : heap_take_fresh(bin, page, room);
+    hz_bin_moved(bin, taken);
     HZ_SHARED_SET(page->used, (uint16_t)(page->used + taken));
     hz_page_check(page);
     HZ_ASSERT(bin->top <= bin->limit);

@@ -61,12 +61,18 @@ typedef enum {
  * the slots below (see hz_heap_collect); the owner's next slow path moves
  * what is left back to the start.
  *
- * The bin also counts what its thread did with the class: plain stores by
- * the owner, on the cache line the fast path touches anyway; the report
- * adds them up over every heap. It keeps its class's divisor too
- * (sizeclass.h), so the free fast path checks that a pointer is a block
- * start without another cache line. 64 bytes, so a class indexes it with
- * a shift.
+ * The bin also counts what its thread did with the class, on the cache
+ * line the fast path touches anyway, for the report to add up over every
+ * heap. The frees are not counted one by one: every block a free puts in
+ * the bin stays there until malloc pops it (counted below) or a slow path
+ * moves it, so frees = free_base + blocks in the bin + allocs (mod 2^64),
+ * where free_base is changed only by what moves blocks in or out other
+ * than free and malloc (refill and drain: minus; spill and a collector:
+ * plus) and by the frees that never reach the bin (plus one each: another
+ * heap's blocks, which go to the stash). The free fast path counts nothing. It
+ * keeps its class's divisor too (sizeclass.h), so the free fast path checks
+ * that a pointer is a block start without another cache line. 64 bytes, so a
+ * class indexes it with a shift.
  *
  * The allocation count is kept as a countdown, `sample_left`, which the
  * profiler also uses: the block whose pop brings it to 0 is sampled (prof
@@ -80,7 +86,7 @@ typedef struct {
   void **limit;
   void **stolen_end; /* a collector took the slots below this (NULL: none) */
   uint64_t alloc_mark;
-  uint64_t frees; /* remote ones included */
+  uint64_t free_base; /* see above: frees = free_base + count + allocs */
   /* hz_class_divisor of the class, its halves apart so each is one load */
   uint32_t inverse;
   uint32_t rotate;
@@ -115,7 +121,7 @@ typedef struct hz_heap_s {
   _Alignas(64) hz_inbox_t inbox;
   _Alignas(64) hz_block_t *backlog; /* taken from the inbox, not yet home */
   hz_stash_t stash;                 /* our frees bound for other heaps */
-  hz_segment_set_t segments;             /* where its pages are cut from */
+  hz_segment_set_t segments;        /* where its pages are cut from */
   hz_page_t *spare[HZ_HEAP_SPARE_KINDS]; /* empty pages, linked by next */
   uint8_t spare_count[HZ_HEAP_SPARE_KINDS];
   hz_heap_stats_t stats;
@@ -213,7 +219,6 @@ HZ_INLINE void *hz_heap_malloc(size_t size) {
  * making room first if the bin is full. */
 HZ_INLINE void hz_bin_put(hz_heap_t *heap, hz_bin_t *bin, void **top,
                           hz_page_t *page, void *p) {
-  bin->frees++;
   if (HZ_LIKELY(top != bin->limit)) {
     *top = p;
     bin->top = top + 1;

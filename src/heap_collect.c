@@ -103,6 +103,7 @@ static void heap_take_bins(hz_heap_t *heap) {
       hz_heap_page_put(heap, hz_heap_block_page(*slot), *slot);
       HZ_SHARED_ADD(heap->stats.bin_blocks_taken, 1);
     }
+    if (end > old_base[c]) hz_bin_moved(&heap->bins[c], old_base[c] - end);
     bin->stolen_end = end > old_base[c] ? end : old_base[c];
   }
   heap->bins_stolen = true;

@@ -29,7 +29,7 @@ static hz_block_t *heap_block_to_free(const hz_page_t *page, void *p,
  * when a list does, not on every free. */
 HZ_INLINE void heap_free_remote(hz_heap_t *heap, hz_page_t *page,
                                 hz_block_t *block) {
-  heap->bins[page->class_id].frees++;
+  heap->bins[page->class_id].free_base++; /* a free that skips the bin */
   hz_heap_enter(heap);
   hz_inbox_t *dest = &hz_page_heap(page)->inbox;
   uint8_t cls = page->class_id;
@@ -110,7 +110,6 @@ void hz_heap_free_block(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
     heap_free_remote(heap, page, block);
     return;
   }
-  heap->bins[page->class_id].frees++;
   hz_heap_free_full_bin(block, heap, page);
 }
 

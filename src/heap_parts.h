@@ -55,6 +55,18 @@ HZ_INLINE size_t hz_bin_count(const hz_bin_t *bin) {
   return (size_t)(bin->top - bin->base);
 }
 
+/* The frees the bin's thread made in its class (hz_bin_t): exact when the
+ * owner asks between its own slow paths, bins restored. */
+HZ_INLINE uint64_t hz_bin_frees(const hz_bin_t *bin) {
+  return bin->free_base + hz_bin_count(bin) + hz_bin_allocs(bin);
+}
+
+/* n blocks went into the bin (+n) or out of it (-n) other than by free
+ * and malloc. */
+HZ_INLINE void hz_bin_moved(hz_bin_t *bin, int64_t n) {
+  bin->free_base -= (uint64_t)n;
+}
+
 /* A spare page (every block free): a free to it is a double free. */
 HZ_INLINE bool hz_heap_page_is_retired(const hz_page_t *page) {
   return (hz_page_flags(page) & HZ_PAGE_RETIRED) != 0;

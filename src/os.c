@@ -186,7 +186,7 @@ void *hz_os_map_aligned(size_t size, size_t align) {
 void *hz_os_reserve(size_t size, size_t align) {
   if (size + align < size) return NULL;
   int saved = errno;
-  uint8_t *raw = OS_MMAP(NULL, size + align, PROT_NONE,
+  uint8_t *raw = OS_MMAP(NULL, size + align, PROT_READ,
                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   errno = saved;
   if (raw == MAP_FAILED) return NULL;

@@ -26,8 +26,9 @@ void *hz_os_map_aligned(size_t size, size_t align);
 /* Like hz_os_map, but (result + offset) is aligned to `align`. */
 void *hz_os_map_aligned_at(size_t size, size_t align, size_t offset);
 void hz_os_unmap(void *addr, size_t size);
-/* Address space only: `size` bytes aligned to `align`, inaccessible and
- * charged to no memory until committed; NULL if refused. */
+/* Address space only: `size` bytes aligned to `align`, reading as zeros,
+ * not writable and charged to no memory until committed; NULL if
+ * refused. */
 void *hz_os_reserve(size_t size, size_t align);
 /* Make part of a reservation read-write; false if refused. */
 bool hz_os_commit(void *addr, size_t size);

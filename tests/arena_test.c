@@ -27,17 +27,20 @@
 static void *(*volatile xmalloc)(size_t) = malloc;
 static void (*volatile xfree)(void *) = free;
 
-/* The largest inaccessible private mapping (our reservation), in bytes. */
+/* The largest read-only anonymous private mapping (our reservation), in
+ * bytes. */
 static size_t largest_reservation(void) {
   FILE *f = fopen("/proc/self/maps", "r");
   if (f == NULL) return 0;
   char line[512];
   size_t best = 0;
   while (fgets(line, sizeof line, f) != NULL) {
-    unsigned long lo, hi;
-    char perms[8];
-    if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 &&
-        strcmp(perms, "---p") == 0 && hi - lo > best)
+    unsigned long lo, hi, inode;
+    char perms[8], path[8] = "";
+    if (sscanf(line, "%lx-%lx %7s %*s %*s %lu %7s", &lo, &hi, perms, &inode,
+               path) >= 4 &&
+        strcmp(perms, "r--p") == 0 && inode == 0 && path[0] == 0 &&
+        hi - lo > best)
       best = hi - lo;
   }
   fclose(f);

@@ -49,7 +49,22 @@
  *     class 26 with the same story (allocs >= BLOCKS, ...), and the exit
  *     JSON counts at least what that report did.
  *
- * usage: stats_test [rss]
+ * usage: stats_test [rss|exact]
+ *
+ * With "exact": the per-class counts are exact, not bounds, while blocks
+ * sit everywhere a free can leave them. A child allocates EXACT_MAIN
+ * blocks of EXACT_SIZE (a class nothing else here uses); a second thread
+ * allocates EXACT_OTHER of its own, frees EXACT_OTHER_LOCAL of them (into
+ * its bin, kept when it exits) and EXACT_SENT of the first thread's
+ * (remote: published to the first thread's inbox) and exits; the first
+ * thread allocates EXACT_MAIN_AGAIN more (its slow paths take some of the
+ * inbox into its bin, the rest stays in the backlog), frees
+ * EXACT_MAIN_LOCAL of
+ * its own (bin and pages) and EXACT_KEPT_IN_STASH of the second thread's
+ * (fewer than a stash publishes at: they sit in its stash at exit). The
+ * JSON at exit must count exactly those allocations, frees and remote
+ * frees, once as is and once after malloc_trim(0) (bins spilled, the
+ * pooled heap collected, the inbox taken home).
  *
  * With "rss": the peak RSS is never shown below the RSS shown with it
  * (peak_rss_bytes >= rss_bytes >= 16 MiB after touching 16 MiB, and at
@@ -63,6 +78,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -92,6 +108,17 @@ static const size_t drain_triggers[] = {11000, 20000,  40000,
                                         70000, 100000, 150000};
 #define DRAIN_TRIGGERS (sizeof drain_triggers / sizeof drain_triggers[0])
 #define MIB            ((size_t)1 << 20)
+
+/* exact mode (see the top): 7168-byte blocks; fewer than 256 KiB of them
+ * stay in a stash */
+#define EXACT_SIZE          7000
+#define EXACT_MAIN          1000
+#define EXACT_MAIN_AGAIN    40
+#define EXACT_OTHER         500
+#define EXACT_OTHER_LOCAL   100
+#define EXACT_SENT          300
+#define EXACT_MAIN_LOCAL    200
+#define EXACT_KEPT_IN_STASH 30
 
 #define MARK_BEGIN "child: hz_stats_print begin\n"
 #define MARK_END   "child: hz_stats_print end\n"
@@ -171,6 +198,43 @@ static int child_main(void) {
   stats_print();
   say(MARK_END);
   return 0; /* blocks[LOCAL_FREES + REMOTE_FREES..] stay live */
+}
+
+/* exact mode's child (see the top); with `trim`, malloc_trim(0) before
+ * exit. It says the block size of its class on stderr. */
+static void *volatile exact_main[EXACT_MAIN];
+static void *volatile exact_other[EXACT_OTHER];
+
+static void *exact_other_thread(void *arg) {
+  (void)arg;
+  for (int i = 0; i < EXACT_OTHER; i++)
+    exact_other[i] = malloc(EXACT_SIZE);
+  for (int i = 0; i < EXACT_OTHER_LOCAL; i++)
+    free(exact_other[i]);
+  for (int i = 0; i < EXACT_SENT; i++)
+    free(exact_main[i]);
+  return NULL;
+}
+
+static int child_exact_main(bool trim) {
+  for (int i = 0; i < EXACT_MAIN; i++)
+    if ((exact_main[i] = malloc(EXACT_SIZE)) == NULL) return 1;
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, exact_other_thread, NULL) != 0) return 1;
+  pthread_join(thread, NULL);
+  for (int i = 0; i < EXACT_MAIN_AGAIN; i++)
+    if ((sink = malloc(EXACT_SIZE)) == NULL) return 1;
+  for (int i = EXACT_SENT; i < EXACT_SENT + EXACT_MAIN_LOCAL; i++)
+    free(exact_main[i]);
+  for (int i = EXACT_OTHER_LOCAL; i < EXACT_OTHER_LOCAL + EXACT_KEPT_IN_STASH;
+       i++)
+    free(exact_other[i]);
+  if (trim) malloc_trim(0);
+  char line[64];
+  snprintf(line, sizeof line, "exact: block_size %zu\n",
+           malloc_usable_size(exact_main[EXACT_MAIN - 1]));
+  say(line);
+  return 0;
 }
 
 /* rss mode: a program that touches 16 MiB and reports once, either with
@@ -611,8 +675,58 @@ static int rss_main(const char *self) {
   return check_report("stats_test rss");
 }
 
+/* exact mode: the child's class counts to the block, with and without a
+ * trim before exit. */
+static void exact_run(const char *self, const char *mode) {
+  char path[128], setting[160];
+  json_path(path, sizeof path, setting, sizeof setting);
+  child_result_t r =
+      child_run(self, mode, (const char *const[]){setting, NULL});
+  CHECK_MSG(r.status == 0, "%s: exit status %d; stderr:\n%s", mode, r.status,
+            r.err != NULL ? r.err : "");
+  const char *said = r.err != NULL ? strstr(r.err, "exact: block_size ") : NULL;
+  long long block_size = 0;
+  CHECK_MSG(said != NULL &&
+                sscanf(said, "exact: block_size %lld", &block_size) == 1,
+            "%s: no block size on stderr", mode);
+  char *json = read_file(path);
+  CHECK_MSG(json != NULL, "%s: no JSON file %s", mode, path);
+  span_t classes = {NULL, NULL}, all = {json, json ? json + strlen(json) : 0};
+  bool found = false;
+  if (json != NULL && json_nested(all, "classes", '[', ']', &classes)) {
+    for (const char *p = classes.from;
+         (p = memchr(p, '{', (size_t)(classes.to - p))) != NULL;) {
+      const char *close = memchr(p, '}', (size_t)(classes.to - p));
+      if (close == NULL) break;
+      class_t c;
+      bool whole = json_class((span_t){p, close}, &c);
+      p = close + 1;
+      if (!whole || c.block_size != block_size) continue;
+      found = true;
+      long long allocs = EXACT_MAIN + EXACT_MAIN_AGAIN + EXACT_OTHER;
+      long long remote = EXACT_SENT + EXACT_KEPT_IN_STASH;
+      long long frees = remote + EXACT_OTHER_LOCAL + EXACT_MAIN_LOCAL;
+      CHECK_MSG(c.allocs == allocs && c.frees == frees &&
+                    c.remote_frees == remote && c.live == allocs - frees,
+                "%s: class %lld counts allocs %lld frees %lld remote %lld "
+                "live %lld, want %lld %lld %lld %lld",
+                mode, c.cls, c.allocs, c.frees, c.remote_frees, c.live, allocs,
+                frees, remote, allocs - frees);
+    }
+  }
+  CHECK_MSG(found, "%s: no class of %lld-byte blocks in the JSON:\n%s", mode,
+            block_size, json != NULL ? json : "");
+  unlink(path);
+  free(json);
+  free(r.err);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "child") == 0) return child_main();
+  if (argc > 1 && strcmp(argv[1], "child-exact") == 0)
+    return child_exact_main(false);
+  if (argc > 1 && strcmp(argv[1], "child-exact-trim") == 0)
+    return child_exact_main(true);
   if (argc > 1 && strcmp(argv[1], "child-rss-json") == 0)
     return child_rss_main(false);
   if (argc > 1 && strcmp(argv[1], "child-rss-print") == 0)
@@ -621,6 +735,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "stats_test: note: LD_PRELOAD is not set; the child "
                     "needs hakozuna preloaded\n");
   if (argc > 1 && strcmp(argv[1], "rss") == 0) return rss_main(argv[0]);
+  if (argc > 1 && strcmp(argv[1], "exact") == 0) {
+    exact_run(argv[0], "child-exact");
+    exact_run(argv[0], "child-exact-trim");
+    return check_report("stats_test exact");
+  }
 
   char path[128], setting[160];
   json_path(path, sizeof path, setting, sizeof setting);
