@@ -325,7 +325,7 @@ static void drain_page_load(drain_page_t *d, hz_heap_t *heap, hz_page_t *page) {
   uint64_t divisor = hz_class_divisor[page->class_id];
   d->page = page;
   d->start = (uintptr_t)hz_page_start(page);
-  d->area = hz_page_heap(page) == heap ? page->area : 0;
+  d->area = hz_page_heap(page) == heap ? (uint32_t)hz_page_area(page) : 0;
   d->reserved = page->reserved;
   d->inverse = (uint32_t)divisor;
   d->rotate = (uint32_t)(divisor >> 32);

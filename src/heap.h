@@ -190,15 +190,20 @@ HZ_INLINE void *hz_bin_take(hz_bin_t *bin, void **top, unsigned cls) {
  * block and record it, `size` bytes asked for. */
 void *hz_heap_malloc_sampled(hz_heap_t *heap, hz_bin_t *bin, size_t size);
 
-/* Pop a block of class `cls`, or take the slow path. Counting the block
+_Static_assert(sizeof(hz_bin_t) == HZ_CLASS_LUT_SCALE,
+               "the class tables hold the offset of a class's bin");
+
+/* Pop a block of the class whose bin is `scaled` bytes into the heap's
+ * (the class tables' entry), or take the slow path. Counting the block
  * and the profiler's check are one decrement and one branch. */
-HZ_INLINE void *hz_heap_malloc_class(hz_heap_t *heap, size_t cls, size_t size) {
-  hz_bin_t *bin = &heap->bins[cls];
+HZ_INLINE void *hz_heap_malloc_class(hz_heap_t *heap, size_t scaled,
+                                     size_t size) {
+  hz_bin_t *bin = (hz_bin_t *)((char *)heap->bins + scaled);
   void **top = bin->top;
   if (HZ_UNLIKELY(top <= bin->base)) return hz_thread_malloc_slow(size, heap);
   if (HZ_UNLIKELY(--bin->sample_left == 0))
     return hz_heap_malloc_sampled(heap, bin, size);
-  return hz_bin_take(bin, top, (unsigned)cls);
+  return hz_bin_take(bin, top, (unsigned)(scaled / HZ_CLASS_LUT_SCALE));
 }
 
 /* hz_sizeclass_of written out, so each size range costs one compare. The
@@ -211,7 +216,8 @@ HZ_INLINE void *hz_heap_malloc(size_t size) {
   if (HZ_LIKELY(size <= HZ_CLASS_LUT_MAX))
     return hz_heap_malloc_class(heap, hz_class_lut[(size + 15) >> 4], size);
   if (HZ_LIKELY(size <= HZ_SMALL_MAX))
-    return hz_heap_malloc_class(heap, hz_sizeclass_of_large(size), size);
+    return hz_heap_malloc_class(heap, hz_class_lut_wide[(size - 1) >> 13],
+                                size);
   return hz_thread_malloc_slow(size, heap);
 }
 
@@ -238,7 +244,7 @@ HZ_INLINE void hz_heap_free(void *p) {
     return;
   }
   hz_segment_t *seg = hz_segment_base(p);
-  hz_page_t *page = hz_segment_page_at(seg, p, HZ_SLICE_SHIFT);
+  hz_page_t *page = hz_segment_slice_of(seg, p);
   hz_heap_t *heap = hz_heap_current();
   /* One compare: our page, and no flag asks for the slow path; past the
    * first slice of a page, one more load finds the page. */

@@ -12,7 +12,7 @@ void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id) {
   hz_page_set_heap(page, heap);
   page->class_id = class_id;
   HZ_SHARED_SET(page->block_size, (uint32_t)block_size);
-  page->reserved = (uint16_t)(page->area / block_size);
+  page->reserved = (uint16_t)(hz_page_area(page) / block_size);
   page->capacity = 0;
   HZ_SHARED_SET(page->used, 0);
   page->free = NULL;
@@ -49,7 +49,7 @@ uint32_t hz_page_carve(hz_page_t *page, void **out, uint32_t max) {
   for (uint32_t i = 0; i < n; i++)
     out[i] = first + (size_t)i * page->block_size;
   if (HZ_SECURE) page_secure_fresh(out, n);
-  page->capacity = (uint16_t)(page->capacity + n);
+  page->capacity += n;
   return n;
 }
 

@@ -46,9 +46,9 @@ struct hz_heap_s;
  * (usable_size reads HZ_PAGE_ALIGNED). */
 /* HZ_PAGE_ALIGNED: a block was handed out at an offset (the secure
  * variants: a block served an aligned request). */
-#define HZ_PAGE_ALIGNED   1u
-#define HZ_PAGE_RETIRED   2u /* on its heap's spare list: no block in use */
-#define HZ_PAGE_SAMPLED   4u /* may hold blocks the profiler sampled */
+#define HZ_PAGE_ALIGNED 1u
+#define HZ_PAGE_RETIRED 2u /* on its heap's spare list: no block in use */
+#define HZ_PAGE_SAMPLED 4u /* may hold blocks the profiler sampled */
 /* The whole owner word of a slice inside a page of several slices (no
  * heap): the free fast path's compare fails on it, and the descriptor's
  * `next` names the page's own (segment.h). */
@@ -66,12 +66,13 @@ typedef struct hz_page_s {
   struct hz_page_s *next; /* heap queue; an interior slice: its page */
   struct hz_page_s *prev;
   uint16_t used;
-  uint16_t capacity; /* blocks carved out so far */
   uint16_t reserved; /* blocks that fit in the page */
   uint8_t class_id;
-  uint8_t in_full; /* on the heap's full queue, not its class queue */
+  uint8_t in_full;     /* on the heap's full queue, not its class queue */
+  uint16_t area_pages; /* 4 KiB pages from start to the end (hz_page_area) */
+  uint32_t capacity;   /* blocks carved out so far (32 bits: the free fast
+                        * path compares with it in memory) */
   uint32_t block_size;
-  uint32_t area; /* bytes from start to the end of the page */
 } hz_page_t;
 
 _Static_assert(sizeof(hz_page_t) == 64, "page descriptor is one cache line");
@@ -180,8 +181,18 @@ HZ_INLINE hz_block_t *hz_page_next(const hz_page_t *page,
   return next;
 }
 
+/* Bytes from the page's first block to its end (start and end lie on
+ * 4 KiB boundaries: a slice, the segment header's end, the guard page). */
+HZ_INLINE size_t hz_page_area(const hz_page_t *page) {
+  return (size_t)page->area_pages << 12;
+}
+
+HZ_INLINE void hz_page_set_area(hz_page_t *page, size_t bytes) {
+  page->area_pages = (uint16_t)(bytes >> 12);
+}
+
 HZ_INLINE uint8_t *hz_page_end(const hz_page_t *page) {
-  return hz_page_start(page) + page->area;
+  return hz_page_start(page) + hz_page_area(page);
 }
 
 HZ_INLINE bool hz_page_all_free(const hz_page_t *page) {

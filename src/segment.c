@@ -257,10 +257,9 @@ uint64_t hz_segment_purge_due_from(uint64_t now) {
  * when nothing earlier waits, so frees rarely touch the shared word. */
 static void purge_note_due(uint64_t due) {
   uint64_t next = atomic_load_explicit(&purge_next_due, memory_order_relaxed);
-  while (due < next &&
-         !atomic_compare_exchange_weak_explicit(&purge_next_due, &next, due,
-                                                memory_order_relaxed,
-                                                memory_order_relaxed)) {
+  while (due < next && !atomic_compare_exchange_weak_explicit(
+                           &purge_next_due, &next, due, memory_order_relaxed,
+                           memory_order_relaxed)) {
   }
 }
 
@@ -455,7 +454,8 @@ static hz_page_t *page_make(hz_segment_t *seg, unsigned first, unsigned n) {
   if (first + n == HZ_SLICES) end -= HZ_GUARD_SIZE;
   memset(page, 0, sizeof *page);
   hz_page_set_start(page, start);
-  page->area = (uint32_t)(end - start);
+  HZ_ASSERT(((uintptr_t)start | (uintptr_t)end) % 4096 == 0);
+  hz_page_set_area(page, (size_t)(end - start));
   for (unsigned i = 1; i < n; i++) {
     hz_page_t *slice = &seg->pages[first + i];
     slice->next = page;
@@ -467,8 +467,7 @@ static hz_page_t *page_make(hz_segment_t *seg, unsigned first, unsigned n) {
 
 /* Cut a page of n slices in the region: the first run whose slices are
  * all resident, else the first run. */
-static hz_page_t *region_cut(hz_segment_t *seg, unsigned region,
-                             unsigned n) {
+static hz_page_t *region_cut(hz_segment_t *seg, unsigned region, unsigned n) {
   hz_lock(&seg->lock);
   uint64_t runs = runs_of(~seg->used_slices, n) & region_bits(region);
   uint64_t resident = runs & runs_of(seg->dirty_slices, n);
@@ -503,8 +502,8 @@ hz_page_t *hz_segment_page_alloc(hz_segment_set_t *set, hz_page_kind_t kind) {
 static uint64_t page_bits(const hz_segment_t *seg, const hz_page_t *page) {
   uintptr_t offset = (uintptr_t)hz_page_start(page) - (uintptr_t)seg;
   unsigned first = (unsigned)(offset >> HZ_SLICE_SHIFT);
-  unsigned end =
-      (unsigned)((offset + page->area + HZ_SLICE_SIZE - 1) >> HZ_SLICE_SHIFT);
+  unsigned end = (unsigned)((offset + hz_page_area(page) + HZ_SLICE_SIZE - 1) >>
+                            HZ_SLICE_SHIFT);
   return run_bits(first, end - first);
 }
 
@@ -517,7 +516,7 @@ void hz_segment_page_free(hz_page_t *page) {
   bool was_full = seg->used_slices == ~(uint64_t)0;
   hz_lock(&seg->lock);
   memset(&seg->pages[first], 0, n * sizeof(hz_page_t));
-  seg->looked &= (uint8_t)~(1u << (first / HZ_REGION_SLICES));
+  seg->looked &= (uint8_t) ~(1u << (first / HZ_REGION_SLICES));
   seg->used_slices &= ~bits;
   seg->dirty_slices |= bits;
   uint64_t due = HZ_SHARED_GET(seg->purge_due);

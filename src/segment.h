@@ -40,11 +40,11 @@ typedef enum {
   HZ_KIND_COUNT
 } hz_page_kind_t;
 
-#define HZ_SLICE_SHIFT          16
-#define HZ_SLICE_SIZE           ((size_t)1 << HZ_SLICE_SHIFT)
-#define HZ_SLICES               64
-#define HZ_REGION_SLICES        32 /* 2 MiB: a huge page */
-#define HZ_REGIONS_PER_SEGMENT  2
+#define HZ_SLICE_SHIFT         16
+#define HZ_SLICE_SIZE          ((size_t)1 << HZ_SLICE_SHIFT)
+#define HZ_SLICES              64
+#define HZ_REGION_SLICES       32 /* 2 MiB: a huge page */
+#define HZ_REGIONS_PER_SEGMENT 2
 _Static_assert(HZ_SEGMENT_SIZE / HZ_SLICE_SIZE == HZ_SLICES, "one bit each");
 
 struct hz_segment_set_s;
@@ -54,14 +54,14 @@ typedef struct hz_segment_s {
    * spare descriptor: a pointer exactly at the segment end indexes it. */
   hz_page_t pages[HZ_SLICES + 1];
   uint8_t kind;
-  uint8_t page_shift; /* its map entry: HZ_SLICE_SHIFT, or 63 (large) */
-  uint8_t huge;       /* bit r: region r is backed by a huge page */
-  uint8_t looked;     /* bit r: region r was found too sparse for one */
-  uint8_t mapped;     /* mapped on its own, outside the arena */
+  uint8_t page_shift;  /* its map entry: HZ_SLICE_SHIFT, or 63 (large) */
+  uint8_t huge;        /* bit r: region r is backed by a huge page */
+  uint8_t looked;      /* bit r: region r was found too sparse for one */
+  uint8_t mapped;      /* mapped on its own, outside the arena */
   uint16_t used_pages; /* large: 1 while its block is live */
-  uint8_t zeroed;  /* large: the block area reads as zeros */
-  size_t map_size; /* bytes mapped from the segment start (large blocks) */
-  size_t touched;  /* large: bytes from the start that may be resident */
+  uint8_t zeroed;      /* large: the block area reads as zeros */
+  size_t map_size;     /* bytes mapped from the segment start (large blocks) */
+  size_t touched;      /* large: bytes from the start that may be resident */
   uint64_t demand_epoch; /* large: last half delay its bytes counted in */
   /* Slices held by a page, and free slices that may be resident (dirty),
    * which go back to the kernel once purge_due has passed. The owner
@@ -156,6 +156,15 @@ HZ_INLINE hz_page_t *hz_segment_page_at(hz_segment_t *seg, const void *p,
   return &seg->pages[((uintptr_t)p - (uintptr_t)seg) >> page_shift];
 }
 
+/* hz_segment_page_at for a block of the arena, one instruction shorter:
+ * the slice index from p's own bits. A pointer exactly at the segment's
+ * end (hz_segment_base of p - 1) names slice 0 instead of the spare
+ * descriptor; a block check on that page refuses it all the same (it lies
+ * past the page's blocks). */
+HZ_INLINE hz_page_t *hz_segment_slice_of(hz_segment_t *seg, const void *p) {
+  return &seg->pages[((uintptr_t)p >> HZ_SLICE_SHIFT) % HZ_SLICES];
+}
+
 /* The page a slice descriptor belongs to. */
 HZ_INLINE hz_page_t *hz_segment_page_first(hz_page_t *slice) {
   if (HZ_UNLIKELY(hz_page_owner_word(slice) == HZ_PAGE_INTERIOR))
@@ -215,10 +224,10 @@ uint64_t hz_segment_lock_taken(void);
 /* The state of the segments of pages, for the stats report. */
 #define HZ_FILL_BUCKETS 6 /* empty, <= 1/4, <= 1/2, <= 3/4, < full, full */
 typedef struct {
-  size_t cached;        /* empty segments kept mapped for reuse */
-  size_t dirty_bytes;   /* free slices not yet given back */
+  size_t cached;                   /* empty segments kept mapped for reuse */
+  size_t dirty_bytes;              /* free slices not yet given back */
   size_t regions[HZ_FILL_BUCKETS]; /* 2 MiB regions by slices in pages */
-  size_t huge_regions;  /* regions that asked for huge pages */
+  size_t huge_regions;             /* regions that asked for huge pages */
   size_t arena_reserved, arena_in_use;
 } hz_segment_state_t;
 void hz_segment_state(hz_segment_state_t *out);

@@ -36,39 +36,43 @@ const uint32_t hz_class_block_size[HZ_CLASS_COUNT] = {0,
 const uint64_t hz_class_divisor[HZ_CLASS_COUNT] = {0,
                                                    CLASS_SIZES(DIVISOR_ENTRY)};
 
-/* hz_class_lut[(size + 15) / 16] for size <= 32768: above 1024 each class
+/* Both tables hold a class times HZ_CLASS_LUT_SCALE (S below).
+ *
+ * hz_class_lut[(size + 15) / 16] for size <= 32768: above 1024 each class
  * spans 16 entries per power of two of its size over 1024, but half as
  * many from 4 KiB to 8 KiB. */
-#define R16(c)  c, c, c, c, c, c, c, c, c, c, c, c, c, c, c, c,
+#define S(c)    ((c) * HZ_CLASS_LUT_SCALE)
+#define R16(c)  S(c), S(c), S(c), S(c), S(c), S(c), S(c), S(c), \
+                S(c), S(c), S(c), S(c), S(c), S(c), S(c), S(c),
 #define R32(c)  R16(c) R16(c)
 #define R64(c)  R32(c) R32(c)
 #define R128(c) R64(c) R64(c)
 #define R256(c) R128(c) R128(c)
-const uint8_t hz_class_lut[HZ_CLASS_LUT_MAX / 16 + 1] = {
-    1,                              /* size 0 is served as 1 */
-    1,  2,  3,  4,  5,  6,  7,  8,  /* 16..128 */
-    9,  9,  10, 10, 11, 11, 12, 12, /* ..256 */
-    13, 13, 13, 13, 14, 14, 14, 14, /* ..384 */
-    15, 15, 15, 15, 16, 16, 16, 16, /* ..512 */
-    17, 17, 17, 17, 17, 17, 17, 17, /* ..640 */
-    18, 18, 18, 18, 18, 18, 18, 18, /* ..768 */
-    19, 19, 19, 19, 19, 19, 19, 19, /* ..896 */
-    20, 20, 20, 20, 20, 20, 20, 20, /* ..1024 */
-    R16(21) R16(22) R16(23) R16(24)     /* ..2048 */
-    R32(25) R32(26) R32(27) R32(28)     /* ..4096 */
-    R32(29) R32(30) R32(31) R32(32)     /* ..6144 */
-    R32(33) R32(34) R32(35) R32(36)     /* ..8192 */
-    R128(37) R128(38) R128(39) R128(40) /* ..16384 */
-    R256(41) R256(42) R256(43) R256(44) /* ..32768 */
+const uint16_t hz_class_lut[HZ_CLASS_LUT_MAX / 16 + 1] = {
+    S(1),                                                   /* size 0: 1 */
+    S(1),  S(2),  S(3),  S(4),  S(5),  S(6),  S(7),  S(8),  /* 16..128 */
+    S(9),  S(9),  S(10), S(10), S(11), S(11), S(12), S(12), /* ..256 */
+    S(13), S(13), S(13), S(13), S(14), S(14), S(14), S(14), /* ..384 */
+    S(15), S(15), S(15), S(15), S(16), S(16), S(16), S(16), /* ..512 */
+    S(17), S(17), S(17), S(17), S(17), S(17), S(17), S(17), /* ..640 */
+    S(18), S(18), S(18), S(18), S(18), S(18), S(18), S(18), /* ..768 */
+    S(19), S(19), S(19), S(19), S(19), S(19), S(19), S(19), /* ..896 */
+    S(20), S(20), S(20), S(20), S(20), S(20), S(20), S(20), /* ..1024 */
+    R16(21) R16(22) R16(23) R16(24)                         /* ..2048 */
+    R32(25) R32(26) R32(27) R32(28)                         /* ..4096 */
+    R32(29) R32(30) R32(31) R32(32)                         /* ..6144 */
+    R32(33) R32(34) R32(35) R32(36)                         /* ..8192 */
+    R128(37) R128(38) R128(39) R128(40)                     /* ..16384 */
+    R256(41) R256(42) R256(43) R256(44)                     /* ..32768 */
 };
 
 /* Entry i is the class of sizes 8192 * i + 1 .. 8192 * (i + 1); the first
  * four, where classes are finer, hold the class of the range's largest size
  * and are not read (the table above covers those sizes). */
-const uint8_t hz_class_lut_wide[HZ_SMALL_MAX >> 13] = {
-    36, 40, 42, 44,                         /* ..32768 */
-    45, 46, 47, 48,                         /* ..65536 */
-    49, 49, 50, 50, 51, 51, 52, 52,         /* ..131072 */
-    53, 54, 55, 56, 57, 58, 59, 60,         /* ..196608 */
-    61, 62, 63, 64, 65, 66, 67, 68,         /* ..262144 */
+const uint16_t hz_class_lut_wide[HZ_SMALL_MAX >> 13] = {
+    S(36), S(40), S(42), S(44),                             /* ..32768 */
+    S(45), S(46), S(47), S(48),                             /* ..65536 */
+    S(49), S(49), S(50), S(50), S(51), S(51), S(52), S(52), /* ..131072 */
+    S(53), S(54), S(55), S(56), S(57), S(58), S(59), S(60), /* ..196608 */
+    S(61), S(62), S(63), S(64), S(65), S(66), S(67), S(68), /* ..262144 */
 };

@@ -15,7 +15,10 @@
 #define HZ_CLASS_COUNT   69 /* classes 1..68; 52 is 128 KiB, 68 256 KiB */
 #define HZ_CLASS_LUT_MAX 32768
 
-extern const uint8_t hz_class_lut[HZ_CLASS_LUT_MAX / 16 + 1];
+/* The lookup tables hold class * HZ_CLASS_LUT_SCALE: a table of 64-byte
+ * entries per class (a heap's bins) is indexed without a shift. */
+#define HZ_CLASS_LUT_SCALE 64
+extern const uint16_t hz_class_lut[HZ_CLASS_LUT_MAX / 16 + 1];
 extern const uint32_t hz_class_block_size[HZ_CLASS_COUNT];
 /* Per class: the inverse of the block size's odd part modulo 2^32 (low
  * half) and its power of two (high half), for hz_sizeclass_block_index. */
@@ -23,17 +26,19 @@ extern const uint64_t hz_class_divisor[HZ_CLASS_COUNT];
 
 /* hz_class_lut_wide[(size - 1) >> 13] for 32 KiB < size <= 256 KiB: every
  * class there is a multiple of 8 KiB. */
-extern const uint8_t hz_class_lut_wide[HZ_SMALL_MAX >> 13];
+extern const uint16_t hz_class_lut_wide[HZ_SMALL_MAX >> 13];
 
-HZ_INLINE uint8_t hz_sizeclass_of_large(size_t size) {
+/* Class * HZ_CLASS_LUT_SCALE for a request of `size` bytes,
+ * 1 <= size <= HZ_SMALL_MAX. */
+HZ_INLINE size_t hz_sizeclass_scaled_of(size_t size) {
+  if (HZ_LIKELY(size <= HZ_CLASS_LUT_MAX))
+    return hz_class_lut[(size + 15) >> 4];
   return hz_class_lut_wide[(size - 1) >> 13];
 }
 
 /* Class for a request of `size` bytes, 1 <= size <= HZ_SMALL_MAX. */
 HZ_INLINE uint8_t hz_sizeclass_of(size_t size) {
-  if (HZ_LIKELY(size <= HZ_CLASS_LUT_MAX))
-    return hz_class_lut[(size + 15) >> 4];
-  return hz_sizeclass_of_large(size);
+  return (uint8_t)(hz_sizeclass_scaled_of(size) / HZ_CLASS_LUT_SCALE);
 }
 
 HZ_INLINE size_t hz_sizeclass_block_size(uint8_t cls) {

@@ -30,8 +30,12 @@ within() {
 }
 
 release_lifo=$(instr "$BUILD/libhakozuna.so" lifo 8 64)
-within "release, 8-64 B LIFO" "$release_lifo" 58
-within "release, 16-1024 B random" "$(instr "$BUILD/libhakozuna.so" random 16 1024)" 61
+# Issue 31 (57.0 and 59.9 before): the arena test is a mask and a compare of
+# two hidden variables (-3), no free count on the fast path (-1), the
+# class tables holding the bin's offset (-1), the slice index from p's own
+# bits (-1), capacity compared in memory (-1).
+within "release, 8-64 B LIFO" "$release_lifo" 50
+within "release, 16-1024 B random" "$(instr "$BUILD/libhakozuna.so" random 16 1024)" 53
 # Blocks all over medium (512 KiB) and big (whole-segment) pages: their
 # free takes the fast path too, with the page size read from the segment
 # map (a map that named the small page size for every segment: 145 and 161).
@@ -43,10 +47,10 @@ within "release, 16-1024 B random" "$(instr "$BUILD/libhakozuna.so" random 16 10
 # pages are runs of 64 KiB slices (one pool for every page size), a block
 # past its page's first slice reaches the page through one more load, the
 # slice's descriptor naming it (budgets 66 -> 70, 139 -> 143; measured
-# 69.0 and 141.9).
-within "release, 9000-32768 B random" "$(instr "$BUILD/libhakozuna.so" random 9000 32768)" 70
-within "release, 70000-200000 B random" "$(instr "$BUILD/libhakozuna.so" random 70000 200000)" 143
-within "secure, 8-64 B LIFO" "$(instr "$BUILD/libhakozuna-secure.so" lifo 8 64)" 77
+# 69.0 and 141.9). Issue 31's fast-path cuts: 62.1 and 140.0, secure 66.0.
+within "release, 9000-32768 B random" "$(instr "$BUILD/libhakozuna.so" random 9000 32768)" 63
+within "release, 70000-200000 B random" "$(instr "$BUILD/libhakozuna.so" random 70000 200000)" 141
+within "secure, 8-64 B LIFO" "$(instr "$BUILD/libhakozuna-secure.so" lifo 8 64)" 66
 glibc_lifo=$(instr "" lifo 8 64)
 if [ -z "$glibc_lifo" ] || [ -z "$release_lifo" ] ||
    ! awk -v g="$glibc_lifo" -v h="$release_lifo" 'BEGIN { exit !(g > 1.5 * h) }'; then
