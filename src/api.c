@@ -210,6 +210,22 @@ HZ_EXPORT size_t hz_usable_size(const void *ptr) {
   return size;
 }
 
+/* The size of the block p starts, when p is the plain case a realloc
+ * meets most: a block start on a page of the arena with no flag (no
+ * memalign'd, sampled or retired blocks there). 0 otherwise: api_find
+ * then decides, and reports what is wrong. Inline, with no call: realloc
+ * of small blocks spent a third of its time in the generic lookup. */
+static inline size_t api_plain_block_size(const void *p) {
+  if (!hz_arena_holds(p)) return 0;
+  hz_page_t *page =
+      hz_segment_page_first(hz_segment_slice_of(hz_segment_base(p), p));
+  uintptr_t word = hz_page_owner_word(page);
+  if (word == 0 || (word & HZ_PAGE_FLAG_MASK) != 0 ||
+      !hz_page_is_block(page, p, page->reserved))
+    return 0;
+  return page->block_size;
+}
+
 /* Debug: always a fresh block, so the canary moves with the size. */
 static void *api_realloc_copy(void *ptr, size_t size, size_t old) {
   void *fresh = hz_malloc(size);
@@ -224,6 +240,11 @@ HZ_EXPORT void *hz_realloc(void *ptr, size_t size) {
   if (size == 0) {
     hz_free(ptr); /* glibc: realloc(p, 0) frees and returns NULL */
     return NULL;
+  }
+  size_t plain = HZ_CANARY ? 0 : api_plain_block_size(ptr);
+  if (plain != 0) {
+    if (size <= plain && size >= plain / 2) return ptr;
+    return api_realloc_copy(ptr, size, plain);
   }
   api_block_t b;
   size_t known;
