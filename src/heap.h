@@ -69,10 +69,12 @@ typedef enum {
  * where free_base is changed only by what moves blocks in or out other
  * than free and malloc (refill and drain: minus; spill and a collector:
  * plus) and by the frees that never reach the bin (plus one each: another
- * heap's blocks, which go to the stash). The free fast path counts nothing. It
- * keeps its class's divisor too (sizeclass.h), so the free fast path checks
- * that a pointer is a block start without another cache line. 64 bytes, so a
- * class indexes it with a shift.
+ * heap's blocks, which go to the stash). The free fast path counts nothing.
+ *
+ * The bin keeps its class's divisor too (sizeclass.h), so the free fast
+ * path checks that a pointer is a block start without another cache line.
+ * 64 bytes: malloc finds it at the offset the class tables hold, free at
+ * its class shifted by 6.
  *
  * The allocation count is kept as a countdown, `sample_left`, which the
  * profiler also uses: the block whose pop brings it to 0 is sampled (prof
@@ -206,7 +208,8 @@ HZ_INLINE void *hz_heap_malloc_class(hz_heap_t *heap, size_t scaled,
   return hz_bin_take(bin, top, (unsigned)(scaled / HZ_CLASS_LUT_SCALE));
 }
 
-/* hz_sizeclass_of written out, so each size range costs one compare. The
+/* hz_sizeclass_scaled_of written out, so each size range costs one
+ * compare. The
  * class table is shared by every thread and small enough to stay cached;
  * a per-heap table of bin pointers (one load fewer) lost 20% on 4 threads
  * mallocing 16 B-2 KiB among 400 live blocks each: its lines fell out of
@@ -216,8 +219,7 @@ HZ_INLINE void *hz_heap_malloc(size_t size) {
   if (HZ_LIKELY(size <= HZ_CLASS_LUT_MAX))
     return hz_heap_malloc_class(heap, hz_class_lut[(size + 15) >> 4], size);
   if (HZ_LIKELY(size <= HZ_SMALL_MAX))
-    return hz_heap_malloc_class(heap, hz_class_lut_wide[(size - 1) >> 13],
-                                size);
+    return hz_heap_malloc_class(heap, hz_sizeclass_scaled_of_wide(size), size);
   return hz_thread_malloc_slow(size, heap);
 }
 

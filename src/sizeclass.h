@@ -28,12 +28,17 @@ extern const uint64_t hz_class_divisor[HZ_CLASS_COUNT];
  * class there is a multiple of 8 KiB. */
 extern const uint16_t hz_class_lut_wide[HZ_SMALL_MAX >> 13];
 
+/* Class * HZ_CLASS_LUT_SCALE for HZ_CLASS_LUT_MAX < size <= HZ_SMALL_MAX. */
+HZ_INLINE size_t hz_sizeclass_scaled_of_wide(size_t size) {
+  return hz_class_lut_wide[(size - 1) >> 13];
+}
+
 /* Class * HZ_CLASS_LUT_SCALE for a request of `size` bytes,
  * 1 <= size <= HZ_SMALL_MAX. */
 HZ_INLINE size_t hz_sizeclass_scaled_of(size_t size) {
   if (HZ_LIKELY(size <= HZ_CLASS_LUT_MAX))
     return hz_class_lut[(size + 15) >> 4];
-  return hz_class_lut_wide[(size - 1) >> 13];
+  return hz_sizeclass_scaled_of_wide(size);
 }
 
 /* Class for a request of `size` bytes, 1 <= size <= HZ_SMALL_MAX. */
