@@ -6,8 +6,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "../src/check.h" /* the box under test */
-#include "check.h"        /* CHECK, check_report (tests/check.h) */
+#include "../src/policy/check.h" /* the box under test */
+#include "check.h"               /* CHECK, check_report (tests/check.h) */
 
 #define FAR ((uint64_t)1 << 40)
 

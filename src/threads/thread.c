@@ -395,7 +395,7 @@ hz_heap_t *hz_thread_attach_for_free(void) {
 }
 
 /* ---------------------------------------------------------------------------
- * The slow paths of the fast paths (heap.h)
+ * The slow paths of the fast paths (fast.h)
  * ------------------------------------------------------------------------- */
 /* A request the kernel refused may fit once the process gives back what
  * it holds free (cached segments and mappings hold address space, which a

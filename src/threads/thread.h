@@ -8,6 +8,13 @@
 
 #include "heap.h"
 
+/* The slow paths the fast paths (fast.h) fall into: they give a thread
+ * without a heap one, then call the heap's own slow paths. Size and
+ * pointer first: the fast paths' tail calls then leave them where they
+ * are. */
+void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap);
+void hz_thread_free_slow(void *p, hz_heap_t *heap, hz_segment_t *seg,
+                         hz_page_t *page);
 /* Give the calling thread a heap (initialising the process on the first
  * call); NULL if out of memory. */
 hz_heap_t *hz_thread_attach(void);

@@ -10,6 +10,7 @@
 
 #include "api.h"
 #include "config.h"
+#include "fast.h"
 #include "hakozuna.h"
 #include "heap.h"
 #include "os.h"
@@ -18,13 +19,13 @@
 /* The two hottest names get the inline fast paths themselves (no jump),
  * except in the debug variant, whose canaries live in the api box. */
 HZ_EXPORT void *malloc(size_t size) {
-  return HZ_CANARY ? hz_malloc(size) : hz_heap_malloc(size);
+  return HZ_CANARY ? hz_malloc(size) : hz_fast_malloc(size);
 }
 HZ_EXPORT void free(void *ptr) {
   if (HZ_CANARY)
     hz_free(ptr);
   else
-    hz_heap_free(ptr);
+    hz_fast_free(ptr);
 }
 HZ_EXPORT void *calloc(size_t n, size_t size) { return hz_calloc(n, size); }
 HZ_EXPORT void *realloc(void *ptr, size_t size) {

@@ -1,12 +1,12 @@
-/* heap: the per-thread allocator state and the malloc/free fast paths.
+/* heap: the per-thread allocator state: bins, pages, inbox and stash.
  *
  * Every live thread owns one heap. malloc pops from and free pushes to a
  * bin per size class: an array stack of blocks, so neither touches a page
- * or a counter on the fast path; bins refill from and flush to pages in
- * batches. A thread starts pointing at a constant empty heap whose bins
- * are empty with no room, so the fast path needs no init check: the first
- * malloc falls into the slow path, which gives the thread a real heap. Fields
- * of a heap are touched only by its owner except the inbox (remote box), the
+ * or a counter on the fast path (fast.h); bins refill from and flush to pages
+ * in batches. A thread starts pointing at a constant empty heap whose bins are
+ * empty with no room, so the fast path needs no init check: the first malloc
+ * falls into the slow path, which gives the thread a real heap. Fields of a
+ * heap are touched only by its owner except the inbox (remote box), the
  * pool/list links (under the pool lock), and everything but the bins while
  * a collector holds the heap.
  *
@@ -144,14 +144,6 @@ extern HZ_TLS hz_heap_t *hz_heap_tls;
 
 HZ_INLINE hz_heap_t *hz_heap_current(void) { return hz_heap_tls; }
 
-/* The slow paths the fast paths below fall into belong to the thread box
- * (thread.c), which gives a thread without a heap one, and calls the
- * heap's own slow paths that follow. Size and pointer first: the fast
- * paths' tail calls then leave them where they are. */
-void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap);
-void hz_thread_free_slow(void *p, hz_heap_t *heap, hz_segment_t *seg,
-                         hz_page_t *page);
-
 /* A small block from the heap's bins and pages (refilling them), or NULL
  * when out of memory. */
 void *hz_heap_malloc_small(hz_heap_t *heap, size_t size);
@@ -195,34 +187,6 @@ void *hz_heap_malloc_sampled(hz_heap_t *heap, hz_bin_t *bin, size_t size);
 _Static_assert(sizeof(hz_bin_t) == HZ_CLASS_LUT_SCALE,
                "the class tables hold the offset of a class's bin");
 
-/* Pop a block of the class whose bin is `scaled` bytes into the heap's
- * (the class tables' entry), or take the slow path. Counting the block
- * and the profiler's check are one decrement and one branch. */
-HZ_INLINE void *hz_heap_malloc_class(hz_heap_t *heap, size_t scaled,
-                                     size_t size) {
-  hz_bin_t *bin = (hz_bin_t *)((char *)heap->bins + scaled);
-  void **top = bin->top;
-  if (HZ_UNLIKELY(top <= bin->base)) return hz_thread_malloc_slow(size, heap);
-  if (HZ_UNLIKELY(--bin->sample_left == 0))
-    return hz_heap_malloc_sampled(heap, bin, size);
-  return hz_bin_take(bin, top, (unsigned)(scaled / HZ_CLASS_LUT_SCALE));
-}
-
-/* hz_sizeclass_scaled_of written out, so each size range costs one
- * compare. The
- * class table is shared by every thread and small enough to stay cached;
- * a per-heap table of bin pointers (one load fewer) lost 20% on 4 threads
- * mallocing 16 B-2 KiB among 400 live blocks each: its lines fell out of
- * the cache. */
-HZ_INLINE void *hz_heap_malloc(size_t size) {
-  hz_heap_t *heap = hz_heap_current();
-  if (HZ_LIKELY(size <= HZ_CLASS_LUT_MAX))
-    return hz_heap_malloc_class(heap, hz_class_lut[(size + 15) >> 4], size);
-  if (HZ_LIKELY(size <= HZ_SMALL_MAX))
-    return hz_heap_malloc_class(heap, hz_sizeclass_scaled_of_wide(size), size);
-  return hz_thread_malloc_slow(size, heap);
-}
-
 /* The owner frees block p of its page into the bin (whose top is `top`),
  * making room first if the bin is full. */
 HZ_INLINE void hz_bin_put(hz_heap_t *heap, hz_bin_t *bin, void **top,
@@ -233,52 +197,6 @@ HZ_INLINE void hz_bin_put(hz_heap_t *heap, hz_bin_t *bin, void **top,
     return;
   }
   hz_heap_free_full_bin(p, heap, page);
-}
-
-/* A pointer that is not ours is reported and never written to; on our own
- * pages p must be a block start (a multiply and a compare) before it goes
- * into the bin. Pointers outside the arena (large blocks, segments mapped
- * on their own under an address-space limit) take the slow path, which
- * asks the segment map. */
-HZ_INLINE void hz_heap_free(void *p) {
-  if (HZ_UNLIKELY(!hz_arena_holds(p))) {
-    if (p != NULL) hz_thread_free_slow(p, hz_heap_current(), NULL, NULL);
-    return;
-  }
-  hz_segment_t *seg = hz_segment_base(p);
-  hz_page_t *page = hz_segment_slice_of(seg, p);
-  hz_heap_t *heap = hz_heap_current();
-  /* One compare: our page, and no flag asks for the slow path; past the
-   * first slice of a page, one more load finds the page. */
-  uintptr_t word = hz_page_owner_word(page);
-  if (HZ_UNLIKELY(word != (uintptr_t)heap)) {
-    if (word == HZ_PAGE_INTERIOR) {
-      page = page->next;
-      word = hz_page_owner_word(page);
-    }
-    if (word != (uintptr_t)heap) {
-      /* Another heap's plain page: straight to the stash. */
-      if ((word & HZ_PAGE_FLAG_MASK) == 0 && word != 0 &&
-          heap != &hz_heap_empty)
-        hz_heap_free_remote_plain(heap, page, p);
-      else
-        hz_thread_free_slow(p, heap, seg, page);
-      return;
-    }
-  }
-  hz_bin_t *bin = &heap->bins[page->class_id];
-  void **top = bin->top;
-  uint32_t offset = (uint32_t)((uintptr_t)p - (uintptr_t)hz_page_start(page));
-  if (HZ_UNLIKELY(hz_sizeclass_index_rotated(bin->inverse, bin->rotate,
-                                             offset) >= page->capacity)) {
-    hz_heap_bad_free(page, p);
-    return;
-  }
-  if (HZ_LIKELY(hz_check_freeing_fast(p))) {
-    hz_bin_put(heap, bin, top, page, p);
-    return;
-  }
-  hz_thread_free_slow(p, heap, seg, page);
 }
 
 /* The profiler is on: count down to a first sample in every class. */

@@ -1,6 +1,6 @@
 /* api: the hz_ entry points and the semantics the C library leaves to the
  * allocator (errno, overflow, zero sizes, alignment). Everything funnels
- * into the heap box's malloc/free fast paths or the large box. */
+ * into the fast box's malloc/free (fast.h) or the large box. */
 #define _GNU_SOURCE
 #include "api.h"
 
@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "fast.h"
 #include "hakozuna.h"
 #include "heap.h"
 #include "large.h"
@@ -122,7 +123,7 @@ static void api_debug_free(void *p) {
   hz_tool_freed(p); /* before another thread can have it again */
   hz_tool_quiet(true);
   hz_check_fill_freed(p, b.room);
-  hz_heap_free(p);
+  hz_fast_free(p);
   hz_tool_quiet(false);
 }
 
@@ -131,14 +132,14 @@ static void api_debug_free(void *p) {
  * ------------------------------------------------------------------------- */
 HZ_EXPORT void *hz_malloc(size_t size) {
   if (HZ_CANARY) return api_debug_alloc(size, 0, false);
-  return hz_heap_malloc(size);
+  return hz_fast_malloc(size);
 }
 
 HZ_EXPORT void hz_free(void *ptr) {
   if (HZ_CANARY)
     api_debug_free(ptr);
   else
-    hz_heap_free(ptr);
+    hz_fast_free(ptr);
 }
 
 /* pvalloc's block: page-aligned, its size rounded up to whole pages. */
@@ -187,7 +188,7 @@ HZ_EXPORT void hz_free_aligned_sized(void *ptr, size_t alignment, size_t size) {
 static void *api_calloc(size_t total) {
   /* The large box knows whether a mapping still reads as zeros. */
   if (total > HZ_SMALL_MAX) return hz_thread_large_alloc(total, 0, true);
-  void *p = hz_heap_malloc(total);
+  void *p = hz_fast_malloc(total);
   if (p != NULL) memset(p, 0, total);
   return p;
 }
@@ -280,7 +281,7 @@ HZ_EXPORT void *hz_reallocarray(void *ptr, size_t count, size_t size) {
 static void *api_aligned_small(size_t alignment, size_t size) {
   if (size == 0) size = 1; /* the aligned address must stay inside */
   size_t padded = size + alignment - HZ_MIN_ALIGN;
-  uint8_t *block = hz_heap_malloc(padded);
+  uint8_t *block = hz_fast_malloc(padded);
   if (block == NULL) return NULL;
   uint8_t *aligned = (uint8_t *)HZ_ALIGN_UP((uintptr_t)block, alignment);
   if (aligned != block) *(uintptr_t *)block = hz_check_inner_tag(aligned);
@@ -295,7 +296,7 @@ static void *api_aligned_small(size_t alignment, size_t size) {
 }
 
 static void *api_memalign(size_t alignment, size_t size) {
-  if (alignment <= HZ_MIN_ALIGN) return hz_heap_malloc(size);
+  if (alignment <= HZ_MIN_ALIGN) return hz_fast_malloc(size);
   if (alignment & (alignment - 1)) {
     if (alignment > ((size_t)1 << 63)) {
       errno = EINVAL;
@@ -318,7 +319,7 @@ static void *api_debug_alloc(size_t size, size_t align, bool zeroed) {
   hz_tool_quiet(true);
   void *p = align != 0 ? api_memalign(align, padded)
             : zeroed   ? api_calloc(padded)
-                       : hz_heap_malloc(padded);
+                       : hz_fast_malloc(padded);
   p = api_arm(p, size, zeroed);
   hz_tool_quiet(false);
   if (p != NULL) hz_tool_allocated(p, size, zeroed);

@@ -1,0 +1,16 @@
+# The library's sources, one folder per layer (docs/DESIGN.md): a layer's
+# boxes call only boxes of the layers listed before it. Sources include
+# each other's headers by name, so every layer folder is on the include
+# path. Read by the build (CMakeLists.txt) and the fuzzers
+# (tests/fuzz/CMakeLists.txt); paths are relative to src/.
+set(HZ_LAYERS system policy observe memory threads surface)
+set(HZ_CORE_FILES
+  system/os.c system/options.c
+  policy/sizeclass.c policy/check.c
+  observe/stats.c observe/prof.c observe/prof_store.c observe/prof_write.c
+  memory/page.c memory/arena.c memory/segment.c memory/large.c
+  memory/purge.c
+  threads/remote.c threads/heap.c threads/heap_free.c threads/heap_collect.c
+  threads/thread.c
+  surface/api.c surface/cxx.c)
+set(HZ_OVERRIDE_FILES surface/override.c)

@@ -1,0 +1,97 @@
+#!/usr/bin/python3
+"""The sources follow docs/DESIGN.md's box table, read from the sources
+themselves, headers included: every file of src/ belongs to one box, sits
+in its box's layer folder (src/<layer>/), and calls only functions of its
+own box, of `base`, or of a box its row names. Inline functions in headers
+call across boxes without a trace in the objects of the box that wrote
+them; this is the check that sees them (tests/boxes_test.sh checks the
+objects).
+Usage: layers_test.py SOURCE_DIR"""
+import pathlib
+import re
+import sys
+
+CELL_FILE = re.compile(r"`src/([^`]+)`")
+# A function declared or defined at the start of a line: the return type,
+# then hz_name( (what clang-format leaves of every declaration here).
+DECLARED = re.compile(r"^[A-Za-z_][\w \t*]*?\b(hz_\w+)\s*\(", re.M)
+CALLED = re.compile(r"\b(hz_\w+)\s*\(")
+COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+STRING = re.compile(r'"(?:\\.|[^"\\\n])*"')
+UNIVERSAL = "base"
+
+
+def read_table(design):
+    rows = []
+    inside = False
+    for line in design.read_text().splitlines():
+        if line.startswith("<!-- boxes:"):
+            inside = True
+        elif line.startswith("<!-- boxes end"):
+            inside = False
+        elif inside and re.match(r"\| [a-z_]+ \| [a-z]+ \| `", line):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            box, layer, files, calls = cells[:4]
+            allowed = set(re.findall(r"[a-z_]+", calls))
+            rows.append((box, layer, CELL_FILE.findall(files), allowed))
+    return rows
+
+
+def code_of(path):
+    """A source file without its comments and string literals."""
+    return STRING.sub('""', COMMENT.sub(" ", path.read_text()))
+
+
+def main():
+    root = pathlib.Path(sys.argv[1])
+    src = root / "src"
+    rows = read_table(root / "docs" / "DESIGN.md")
+    failures = []
+    if len(rows) < 10:
+        failures.append("only %d boxes in docs/DESIGN.md's table" % len(rows))
+    box_of, allowed = {}, {}
+    for box, layer, files, calls in rows:
+        allowed[box] = calls
+        for f in files:
+            if not f.startswith(layer + "/"):
+                failures.append("src/%s of box %s is not in src/%s/" %
+                                (f, box, layer))
+            box_of[f] = box
+    sources = sorted(p.relative_to(src).as_posix()
+                     for p in src.rglob("*") if p.suffix in (".c", ".h"))
+    for f in sources:
+        if f not in box_of:
+            failures.append("src/%s belongs to no box in docs/DESIGN.md" % f)
+    for f in box_of:
+        if not (src / f).exists():
+            failures.append("docs/DESIGN.md names src/%s, which is missing" % f)
+    owner = {}  # function -> box whose file declares or defines it
+    codes = {f: code_of(src / f) for f in sources if f in box_of}
+    for f, code in codes.items():
+        for name in DECLARED.findall(code):
+            owner.setdefault(name, box_of[f])
+    crossings = 0
+    for f, code in codes.items():
+        mine = box_of[f]
+        for name in sorted(set(CALLED.findall(code))):
+            theirs = owner.get(name)
+            if theirs is None or theirs == mine or theirs == UNIVERSAL:
+                continue
+            crossings += 1
+            if theirs not in allowed[mine]:
+                failures.append("src/%s (box %s) calls %s of box %s, which "
+                                "its row does not name" % (f, mine, name, theirs))
+    if crossings < 100:
+        failures.append("only %d calls between boxes found" % crossings)
+    for line in failures:
+        print("FAIL " + line)
+    if failures:
+        print("layers: %d failed" % len(failures))
+        return 1
+    print("layers: %d boxes in %d files, %d calls between boxes, all down" %
+          (len(rows), len(codes), crossings))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
