@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """Copy the per-benchmark tables and charts of one results directory into
-README.md, between the RESULTS markers.
+docs/benchmarks.md, between the RESULTS markers.
 Usage: bench/readme_results.py results/<dir> "<command that produced it>" [NAME]
 NAME picks the marker pair <!-- NAME BEGIN --> / <!-- NAME END -->
-(default RESULTS), so the README can hold more than one results set.
+(default RESULTS), so the page can hold more than one results set.
 """
+import os
 import pathlib
 import re
 import sys
@@ -42,20 +43,20 @@ def main():
                 first.append(line)
             elif seen_table:
                 break
-        tables.append("#### " + title[3:] + "\n\n" + "\n".join(first))
+        tables.append("### " + title[3:] + "\n\n" + "\n".join(first))
     charts = sorted(p.name for p in out.glob("*.png"))
-    rel = out.as_posix()
+    page = pathlib.Path("docs/benchmarks.md")
+    rel = pathlib.Path(os.path.relpath(out, page.parent)).as_posix()
     body = [BEGIN, "",
             f"Produced by `{command}` on this project's 2-core machine; "
-            f"full data (raw runs, CI, CV, RSS) in [`{rel}/summary.md`]({rel}/summary.md).",
+            f"full data (raw runs, CI, CV, RSS) in [`{out.as_posix()}/summary.md`]({rel}/summary.md).",
             "Ratios are hakozuna vs each peer from the same interleaved runs, "
             "> 1 means hakozuna is better; the note column says where hakozuna loses.",
             ""] + meta + [""] + tables + [""] + \
            [f"![{c}]({rel}/{c})" for c in charts] + ["", END]
-    readme = pathlib.Path("README.md")
-    text = readme.read_text()
+    text = page.read_text()
     start, stop = text.index(BEGIN), text.index(END) + len(END)
-    readme.write_text(text[:start] + "\n".join(body) + text[stop:])
+    page.write_text(text[:start] + "\n".join(body) + text[stop:])
 
 
 if __name__ == "__main__":
