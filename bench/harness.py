@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """hakozuna benchmark harness: runs the benchmark suite under hakozuna and the
 peer allocators and writes a reproducible comparison (`make bench`). The
-harness is the package bench/hzbench (cases, run, stats, report, charts,
-cli); `--help` explains every option."""
+harness is the package bench/hzbench (common, cases, stats, run, report,
+charts, cli); `--help` explains every option."""
 import os
 import sys
 

@@ -1,7 +1,7 @@
 # The library's sources, one folder per layer (docs/DESIGN.md): a layer's
-# boxes call only boxes of the layers listed before it. Sources include
-# each other's headers by name, so every layer folder is on the include
-# path. Read by the build (CMakeLists.txt) and the fuzzers
+# boxes call only boxes of their own layer or of the layers listed before
+# it. Sources include each other's headers by name, so every layer folder
+# is on the include path. Read by the build (CMakeLists.txt) and the fuzzers
 # (tests/fuzz/CMakeLists.txt); paths are relative to src/.
 set(HZ_LAYERS system policy observe memory threads surface)
 set(HZ_CORE_FILES

@@ -2,7 +2,9 @@
 """The sources follow docs/DESIGN.md's box table, read from the sources
 themselves, headers included: every file of src/ belongs to one box, sits
 in its box's layer folder (src/<layer>/), and calls only functions of its
-own box, of `base`, or of a box its row names. Inline functions in headers
+own box, of `base`, or of a box its row names. The table itself keeps the
+layers: each row's layer is one of the layer table's, rows come in layer
+order, and a row names only boxes of its own layer or lower ones. Inline functions in headers
 call across boxes without a trace in the objects of the box that wrote
 them; this is the check that sees them (tests/boxes_test.sh checks the
 objects).
@@ -19,6 +21,30 @@ CALLED = re.compile(r"\b(hz_\w+)\s*\(")
 COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 STRING = re.compile(r'"(?:\\.|[^"\\\n])*"')
 UNIVERSAL = "base"
+
+
+def read_layers(design):
+    """The layer table's names, bottom first."""
+    return re.findall(r"^\| ([a-z]+) \| `src/\1/` \|", design.read_text(), re.M)
+
+
+def check_table(rows, layers, failures):
+    rank = {box: layers.index(layer) for box, layer, _, _ in rows
+            if layer in layers}
+    last = 0
+    for box, layer, _, calls in rows:
+        if layer not in layers:
+            failures.append("box %s: %s is not a layer of the layer table" %
+                            (box, layer))
+            continue
+        if rank[box] < last:
+            failures.append("box %s (%s) comes after a box of a higher layer" %
+                            (box, layer))
+        last = max(last, rank[box])
+        for callee in calls:
+            if callee in rank and rank[callee] > rank[box]:
+                failures.append("box %s (%s) may call %s, of a higher layer" %
+                                (box, layer, callee))
 
 
 def read_table(design):
@@ -46,9 +72,12 @@ def main():
     root = pathlib.Path(sys.argv[1])
     src = root / "src"
     rows = read_table(root / "docs" / "DESIGN.md")
+    layers = read_layers(root / "docs" / "DESIGN.md")
     failures = []
-    if len(rows) < 10:
-        failures.append("only %d boxes in docs/DESIGN.md's table" % len(rows))
+    if len(rows) < 10 or len(layers) < 3:
+        failures.append("only %d boxes and %d layers in docs/DESIGN.md" %
+                        (len(rows), len(layers)))
+    check_table(rows, layers, failures)
     box_of, allowed = {}, {}
     for box, layer, files, calls in rows:
         allowed[box] = calls
@@ -88,8 +117,8 @@ def main():
     if failures:
         print("layers: %d failed" % len(failures))
         return 1
-    print("layers: %d boxes in %d files, %d calls between boxes, all down" %
-          (len(rows), len(codes), crossings))
+    print("layers: %d boxes in %d layers and %d files, %d calls between "
+          "boxes, all down" % (len(rows), len(layers), len(codes), crossings))
     return 0
 
 

@@ -48,7 +48,7 @@ What it does
      leaves everything measured so far.
 
 Sets (see --list for the exact commands and the time estimate)
-  default   about 8 minutes here (2 cores): mt_remote lanes guard 16-2048,
+  default   about 12 minutes here (2 cores): mt_remote lanes guard 16-2048,
             main 16-32768, cross128 16-131072 B x R = 0/50/90 % remote frees
             x T = 4, 16 threads (WS 400, ring 65536), threads left to the
             scheduler (BENCH_NO_PIN=1), as programs run; random_mixed app,
@@ -58,10 +58,11 @@ Sets (see --list for the exact commands and the time estimate)
             8-2048 B through a mutex-and-condvar queue of 100 batches, 2
             producers and 2 consumers, 1 and 3), exchange (4 threads
             trade 8 B-16 KiB blocks through shared slots), thread_loop (4
-            threads, private arrays, sizes ~ 1/size^2), size_loop (random sizes 16 B-8 KiB, each freed 8
-            allocations later), grow_late (1M blocks of 16-512 B built up,
-            filled, freed at the end), hot_pair (see below); 5 runs per
-            case and allocator.
+            threads, private arrays, sizes ~ 1/size^2), size_loop (random
+            sizes 16 B-8 KiB, each freed 8 allocations later), grow_late
+            (1M blocks of 16-512 B built up, filled, freed at the end),
+            hot_pair (see below), apps sqlite and sort (real programs,
+            bench/apps.py); 5 runs per case and allocator.
   --full    mt_remote at T = 1, 2, 4, 8, 16, unpinned and again with the
             threads pinned round-robin to the CPUs (ids ending in /pinned),
             and every other
@@ -104,3 +105,4 @@ redis-server
   script preloads a small glibc shim for the glibc row so that row really is
   glibc (allocator_effective= in raw.csv says what ran).
 """
+# The docstring above is the harness's --help text (cli.py prints it).

@@ -48,7 +48,7 @@ MT_WS, MT_RING = 400, 65536
 
 
 # ============================== CASE TABLE ==================================
-# mt_remote: THREADS ITERS WS MIN MAX REMOTE_PCT RING (DESIGN 5).
+# mt_remote: THREADS ITERS WS MIN MAX REMOTE_PCT RING.
 # Lanes are size ranges in bytes; R is the % of frees handed to the next
 # thread. ITERS is per thread and chosen as MT_OPS[lane][R] / THREADS, so the
 # total work (and so one run's time, ~0.5-1 s on this 2-core machine) does not

@@ -10,7 +10,7 @@ import shlex
 import sys
 import time
 
-from . import __doc__ as USAGE
+from . import __doc__ as USAGE  # the package's docstring is --help's text
 from .common import (
     BENCH_SRC, HZ, REPO, fmt_dur, fmt_kb, fmt_num, git, log, nice_path,
     to_num)
@@ -24,6 +24,9 @@ from .run import (
     own_cpu_s, peer_versions, resolve_allocators, run_once, write_raw)
 from .report import write_summary_csv, write_summary_md
 from .charts import charts
+
+# The charts note of a run made with --no-charts (meta.json, summary.md).
+NO_CHARTS = "Charts skipped (--no-charts)."
 
 # ------------------------------------------------------------------ main
 
@@ -132,8 +135,10 @@ def report_only(args):
     summary = summarize(cases, allocs, rows)
     write_summary_csv(os.path.join(d, "summary.csv"), summary, scale)
     runs = meta.get("parameters", {}).get("runs", 0)
-    if args.no_charts:
-        chart_files, chart_note = [], "Charts skipped (--no-charts)."
+    # A run made without charts is rebuilt without them, so --report
+    # rewrites its directory as the run left it.
+    if args.no_charts or meta.get("charts_note") == NO_CHARTS:
+        chart_files, chart_note = [], NO_CHARTS
     else:
         chart_files, chart_note = charts(d, summary, allocs, runs)
     meta["charts"], meta["charts_note"] = chart_files, chart_note
@@ -263,7 +268,7 @@ def main(argv):
         chart_files, chart_note = [], ""
         if final:
             if args.no_charts:
-                chart_note = "Charts skipped (--no-charts)."
+                chart_note = NO_CHARTS
             else:
                 chart_files, chart_note = charts(outdir, summary, allocs, args.runs)
             if chart_note:

@@ -1,8 +1,8 @@
 /* lock: a mutex that counts how often it was taken. Every lock of the
  * allocator is one of these, so the stats report can show how many lock
  * acquisitions a workload costs per million operations (DESIGN: no lock
- * per block or per batch). The count lives beside the mutex and is
- * written only by the holder, so counting adds no shared line. */
+ * per block). The count lives beside the mutex and is written only by the
+ * holder, so counting adds no shared line. */
 #ifndef HZ_LOCK_H
 #define HZ_LOCK_H
 

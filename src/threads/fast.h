@@ -11,7 +11,10 @@
 #include <stddef.h>
 
 #include "arena.h"
+#include "check.h"
 #include "heap.h"
+#include "page.h"
+#include "segment.h"
 #include "sizeclass.h"
 #include "thread.h"
 

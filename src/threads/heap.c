@@ -1,5 +1,5 @@
 /* heap: a heap's bins and pages, and the malloc slow path behind the
- * inline fast path of heap.h: refilling a bin from the class's pages
+ * inline fast path (fast.h): refilling a bin from the class's pages
  * (freed blocks, or fresh ones carved), finding or making a page, spare
  * pages, spilling a full bin, publishing the per-class counts, and taking
  * the inbox home. Frees the fast path leaves are heap_free.c's; the

@@ -5,7 +5,8 @@
  * or a counter on the fast path (fast.h); bins refill from and flush to pages
  * in batches. A thread starts pointing at a constant empty heap whose bins are
  * empty with no room, so the fast path needs no init check: the first malloc
- * falls into the slow path, which gives the thread a real heap. Fields of a
+ * falls into the thread box's slow path (thread.h), which gives the thread a
+ * real heap. Fields of a
  * heap are touched only by its owner except the inbox (remote box), the
  * pool/list links (under the pool lock), and everything but the bins while
  * a collector holds the heap.

@@ -1,4 +1,4 @@
-/* heap_free: the frees the inline fast path (heap.h) did not finish: a
+/* heap_free: the frees the inline fast path (fast.h) did not finish: a
  * block of another heap's page (into our stash, bound for its owner's
  * inbox), a page with a flag (aligned blocks, a retired page, sampled
  * blocks), a large block, and a thread without a heap (its block goes

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Copy the per-benchmark tables and charts of one results directory into
 docs/benchmarks.md, between the RESULTS markers.
-Usage: bench/readme_results.py results/<dir> "<command that produced it>" [NAME]
+Usage: bench/docs_results.py results/<dir> "<command that produced it>" [NAME]
 NAME picks the marker pair <!-- NAME BEGIN --> / <!-- NAME END -->
 (default RESULTS), so the page can hold more than one results set.
 """
@@ -45,11 +45,13 @@ def main():
                 break
         tables.append("### " + title[3:] + "\n\n" + "\n".join(first))
     charts = sorted(p.name for p in out.glob("*.png"))
-    page = pathlib.Path("docs/benchmarks.md")
-    rel = pathlib.Path(os.path.relpath(out, page.parent)).as_posix()
+    root = pathlib.Path(__file__).resolve().parent.parent
+    page = root / "docs" / "benchmarks.md"
+    rel = pathlib.Path(os.path.relpath(out.resolve(), page.parent)).as_posix()
+    shown = pathlib.Path(os.path.relpath(out.resolve(), root)).as_posix()
     body = [BEGIN, "",
             f"Produced by `{command}` on this project's 2-core machine; "
-            f"full data (raw runs, CI, CV, RSS) in [`{out.as_posix()}/summary.md`]({rel}/summary.md).",
+            f"full data (raw runs, CI, CV, RSS) in [`{shown}/summary.md`]({rel}/summary.md).",
             "Ratios are hakozuna vs each peer from the same interleaved runs, "
             "> 1 means hakozuna is better; the note column says where hakozuna loses.",
             ""] + meta + [""] + tables + [""] + \
