@@ -172,6 +172,13 @@ HZ_INLINE hz_page_t *hz_segment_page_first(hz_page_t *slice) {
   return slice;
 }
 
+/* The page of p, a pointer into a segment of pages (the arena's, or one
+ * mapped on its own; not a large block's), found from p alone: its
+ * segment is p - 1 rounded down, its slice p's own bits. */
+HZ_INLINE hz_page_t *hz_segment_block_page(const void *p) {
+  return hz_segment_page_first(hz_segment_slice_of(hz_segment_base(p), p));
+}
+
 HZ_INLINE hz_page_t *hz_segment_page_of(hz_segment_t *seg, const void *p) {
   if (seg->kind == HZ_SEGMENT_LARGE) return &seg->pages[0];
   return hz_segment_page_first(hz_segment_page_at(seg, p, HZ_SLICE_SHIFT));

@@ -2,10 +2,11 @@
  * and hz_stats_print(), or written as JSON (HZ_STATS_JSON).
  *
  * Per-class allocations and frees are counted by each thread in its bins
- * (heap box: frees derived from the bin's contents) and merged here. The live count per class is kept from what
- * threads publish on their slow paths (every 64 blocks of change), so its
- * peak is exact to within 64 blocks per thread; live at the time of a
- * report is exact: allocations - frees. */
+ * (heap box: frees derived from the bin's contents) and merged here. The
+ * live count per class is kept from what threads publish on their slow
+ * paths (every 64 blocks of change), so its peak is exact to within 64
+ * blocks per thread; live at the time of a report is exact: allocations -
+ * frees. */
 #include "stats.h"
 
 #include <stdarg.h>

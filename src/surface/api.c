@@ -218,8 +218,7 @@ HZ_EXPORT size_t hz_usable_size(const void *ptr) {
  * of small blocks spent a third of its time in the generic lookup. */
 static inline size_t api_plain_block_size(const void *p) {
   if (!hz_arena_holds(p)) return 0;
-  hz_page_t *page =
-      hz_segment_page_first(hz_segment_slice_of(hz_segment_base(p), p));
+  hz_page_t *page = hz_segment_block_page(p);
   uintptr_t word = hz_page_owner_word(page);
   if (word == 0 || (word & HZ_PAGE_FLAG_MASK) != 0 ||
       !hz_page_is_block(page, p, page->reserved))

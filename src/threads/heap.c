@@ -197,7 +197,7 @@ static size_t bin_capacity_of(const hz_bin_t *bin) {
 /* Return the `n` oldest blocks of a bin to their pages. */
 void hz_heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n) {
   for (size_t i = 0; i < n; i++)
-    hz_heap_page_put(heap, hz_heap_block_page(bin->base[i]), bin->base[i]);
+    hz_heap_page_put(heap, hz_segment_block_page(bin->base[i]), bin->base[i]);
   size_t left = hz_bin_count(bin) - n;
   memmove(bin->base, bin->base + n, left * sizeof bin->base[0]);
   bin->top = bin->base + left;
@@ -606,7 +606,7 @@ static bool heap_refill(hz_heap_t *heap, uint8_t cls) {
 
 /* The block the countdown reached 0 on (it is counted): record it. */
 static void *heap_sampled(hz_heap_t *heap, void *block, size_t size) {
-  hz_page_t *page = hz_heap_block_page(block);
+  hz_page_t *page = hz_segment_block_page(block);
   hz_bin_t *bin = &heap->bins[page->class_id];
   heap_sample_after(bin, hz_prof_blocks_to_skip(page->block_size));
   if (hz_prof_record(block, size, page->block_size, page))

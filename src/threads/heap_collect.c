@@ -100,7 +100,7 @@ static void heap_take_bins(hz_heap_t *heap) {
     void **end = bin->top - 1;
     if (end > bin->base) end = bin->base;
     for (void **slot = old_base[c]; slot < end; slot++) {
-      hz_heap_page_put(heap, hz_heap_block_page(*slot), *slot);
+      hz_heap_page_put(heap, hz_segment_block_page(*slot), *slot);
       HZ_SHARED_ADD(heap->stats.bin_blocks_taken, 1);
     }
     if (end > old_base[c]) hz_bin_moved(&heap->bins[c], old_base[c] - end);

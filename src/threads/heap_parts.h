@@ -45,12 +45,6 @@ HZ_INLINE void hz_heap_leave(hz_heap_t *heap) {
   atomic_store_explicit(&heap->busy, 0, memory_order_release);
 }
 
-/* The page of a block of ours (never a large one). */
-HZ_INLINE hz_page_t *hz_heap_block_page(const void *block) {
-  return hz_segment_page_first(
-      hz_segment_page_at(hz_segment_base(block), block, HZ_SLICE_SHIFT));
-}
-
 HZ_INLINE size_t hz_bin_count(const hz_bin_t *bin) {
   return (size_t)(bin->top - bin->base);
 }
