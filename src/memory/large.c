@@ -234,7 +234,6 @@ static hz_segment_t *cache_take(size_t need) {
 static hz_segment_t *region_grow(hz_segment_t *seg, size_t map_size);
 static size_t mapping_size(size_t need);
 static void unmap_region(hz_segment_t *seg);
-static void purge_dirty_over(size_t keep);
 
 /* A cached mapping for `need` bytes, grown with mremap if it is smaller. */
 static hz_segment_t *cache_reuse(size_t need) {
@@ -326,7 +325,7 @@ void *hz_large_alloc(size_t size, size_t align, bool zero) {
     if (zero && !seg->zeroed) memset(block, 0, size);
     hz_stats_count_large_reuse();
   } else {
-    purge_dirty_over(need > LARGE_DIRTY_KEEP ? need : LARGE_DIRTY_KEEP);
+    hz_large_purge_dirty_over(need > LARGE_DIRTY_KEEP ? need : LARGE_DIRTY_KEEP);
     seg = map_region(mapping_size(need), map_align, offset);
     if (seg == NULL) {
       errno = ENOMEM;
@@ -507,7 +506,7 @@ uint64_t hz_large_purge(uint64_t now, bool force) {
  * it. Purge the oldest dirty mappings until at most `keep` bytes are dirty
  * (a program that frees a 256 MiB buffer and then asks for two of 128 MiB
  * holds 256 MiB, not 512). */
-static void purge_dirty_over(size_t keep) {
+void hz_large_purge_dirty_over(size_t keep) {
   for (;;) {
     hz_lock(&large_lock);
     if (large_dirty_bytes <= keep || dirty_queue.first == NULL) {

@@ -32,6 +32,9 @@ void *hz_large_realloc(hz_segment_t *seg, void *p, size_t size);
  * again (all when `force`); returns when the next one falls due
  * (UINT64_MAX: none). */
 uint64_t hz_large_purge(uint64_t now, bool force);
+/* Purge the oldest cached mappings until at most `keep` bytes of the cache
+ * are resident. */
+void hz_large_purge_dirty_over(size_t keep);
 /* Unmap every cached mapping: address space back too, not only memory. */
 void hz_large_unmap_cached(void);
 uint64_t hz_large_purge_next(void);

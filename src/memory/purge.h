@@ -7,6 +7,7 @@
 #define HZ_PURGE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Give back everything that is due; with `force`, every free page's
@@ -15,6 +16,13 @@ void hz_purge_run(bool force);
 /* Called on slow paths: runs hz_purge_run when something fell due and no
  * purge thread does the work. Cheap: a thread-local countdown first. */
 void hz_purge_tick(void);
+/* A large block of `bytes` was freed into the cache. With no purge thread
+ * to give it back later (a single-threaded program, or HZ_PURGE_THREAD=0)
+ * the cache keeps at most HZ_PURGE_UNWATCHED_KEEP resident, or this block
+ * if larger: a program that frees its buffers and sleeps holds little,
+ * one that frees and takes a block again keeps it. */
+#define HZ_PURGE_UNWATCHED_KEEP ((size_t)16 << 20)
+void hz_purge_large_freed(size_t bytes);
 /* The purge thread took over (or stopped, e.g. in a fork child). */
 void hz_purge_set_background(bool running);
 /* The ms clock at which the next item falls due (UINT64_MAX: none). */

@@ -193,8 +193,8 @@ static void report_classes(const hz_heap_summary_t *h) {
 void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
   const hz_heap_stats_t *c = &h->counters;
   hz_os_print("hakozuna: stats report\n");
-  hz_os_print("  heaps          %zu (%zu pooled)\n", h->heaps_total,
-              h->heaps_pooled);
+  hz_os_print("  heaps          %zu (%zu pooled, %zu retired)\n",
+              h->heaps_total, h->heaps_pooled, h->heaps_retired);
   hz_os_print("  small live     %zu blocks (bins included), %zu bytes, %zu "
               "pages in use\n",
               h->blocks_live, h->bytes_live, h->pages_in_use);
@@ -331,7 +331,7 @@ bool hz_stats_write_json(const char *path, const hz_heap_summary_t *h,
   json_add(&j, "{\n");
   json_classes(&j, h);
   json_add(&j,
-           "  \"heaps\": %zu, \"heaps_pooled\": %zu,\n"
+           "  \"heaps\": %zu, \"heaps_pooled\": %zu, \"heaps_retired\": %zu,\n"
            "  \"pages_in_use\": %zu, \"pages_acquired\": %llu, "
            "\"pages_retired\": %llu,\n"
            "  \"segments\": %zu, \"segments_cached\": %zu, "
@@ -339,7 +339,7 @@ bool hz_stats_write_json(const char *path, const hz_heap_summary_t *h,
            "  \"arena_reserved\": %zu, \"arena_in_use\": %zu, "
            "\"huge_regions\": %zu,\n"
            "  \"regions_by_fill\": [%zu, %zu, %zu, %zu, %zu, %zu],\n",
-           h->heaps_total, h->heaps_pooled, h->pages_in_use,
+           h->heaps_total, h->heaps_pooled, h->heaps_retired, h->pages_in_use,
            (unsigned long long)c->pages_acquired,
            (unsigned long long)c->pages_retired, m->segments,
            m->segments_cached, m->dirty_bytes, m->arena_reserved,

@@ -37,8 +37,9 @@ typedef struct {
 typedef struct {
   hz_heap_stats_t counters;
   hz_class_stats_t classes[HZ_CLASS_COUNT];
-  size_t heaps_total;
-  size_t heaps_pooled;
+  size_t heaps_total;   /* heaps made so far */
+  size_t heaps_pooled;  /* waiting for a thread now */
+  size_t heaps_retired; /* emptied after their thread exited, and unmapped */
   size_t pages_in_use;
   size_t blocks_live;
   size_t bytes_live; /* small blocks handed out, counted at block size */

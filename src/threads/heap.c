@@ -487,13 +487,14 @@ void hz_heap_drain_inbox(hz_heap_t *heap, unsigned want) {
     header = drain_header(&d, header, &stop);
   HZ_SHARED_ADD(heap->stats.drained_blocks,
                 (uint64_t)(DRAIN_BUDGET - d.blocks_left));
-  heap->backlog = header;
+  HZ_SHARED_SET(heap->backlog, header); /* collectors look (idle_depth) */
   if (wanted_from != NULL)
     heap_reverse(wanted_from, (size_t)(d.wanted->top - wanted_from));
 }
 
-bool hz_heap_has_incoming(hz_heap_t *heap) {
-  return heap->backlog != NULL || hz_remote_pending(&heap->inbox);
+bool hz_heap_has_incoming(const hz_heap_t *heap) {
+  return HZ_SHARED_GET(heap->backlog) != NULL ||
+         hz_remote_pending(&heap->inbox);
 }
 
 /* ---------------------------------------------------------------------------

@@ -24,20 +24,37 @@ HZ_NOINLINE void hz_heap_wait_collector(hz_heap_t *heap) {
   } while (hz_heap_claimed(heap));
 }
 
-bool hz_heap_claim(hz_heap_t *heap, uintptr_t token, bool idle_only) {
-  if (heap->state != HZ_HEAP_LIVE && heap->state != HZ_HEAP_POOLED)
-    return false;
-  if (idle_only) {
-    uint32_t n = atomic_load_explicit(&heap->activity, memory_order_relaxed);
-    if (n != heap->collect_seen) { /* active since we last looked */
-      heap->collect_seen = n;
-      heap->collect_clean = false;
-      return false;
-    }
-    if (heap->collect_clean && !hz_remote_pending(&heap->inbox)) return false;
+static hz_collect_depth_t idle_depth(hz_heap_t *heap, uint64_t now_ms) {
+  bool pending = hz_heap_has_incoming(heap);
+  if (heap->state == HZ_HEAP_POOLED)
+    return heap->collect_clean && !pending ? HZ_COLLECT_NONE : HZ_COLLECT_FULL;
+  uint32_t n = atomic_load_explicit(&heap->activity, memory_order_relaxed);
+  if (n != heap->collect_seen) { /* active since we last looked */
+    heap->collect_seen = n;
+    heap->idle_since_ms = now_ms;
+    heap->collect_clean = false;
+    return HZ_COLLECT_NONE;
   }
+  uint64_t idle = now_ms - heap->idle_since_ms;
+  if (heap->collect_clean && !pending) return HZ_COLLECT_NONE;
+  if (idle >= HZ_IDLE_FULL_MS) return HZ_COLLECT_FULL;
+  long delay = hz_option(HZ_OPTION_PURGE_DELAY_MS);
+  if (pending && idle >= (uint64_t)(delay > 0 ? delay : 0))
+    return HZ_COLLECT_INBOX;
+  return HZ_COLLECT_NONE;
+}
+
+hz_collect_depth_t hz_heap_claim(hz_heap_t *heap, uintptr_t token,
+                                 bool idle_only, uint64_t now_ms) {
+  if (heap->state != HZ_HEAP_LIVE && heap->state != HZ_HEAP_POOLED)
+    return HZ_COLLECT_NONE;
+  hz_collect_depth_t depth =
+      idle_only ? idle_depth(heap, now_ms) : HZ_COLLECT_FULL;
   uintptr_t expected = 0;
-  return atomic_compare_exchange_strong(&heap->collector, &expected, token);
+  if (depth == HZ_COLLECT_NONE ||
+      !atomic_compare_exchange_strong(&heap->collector, &expected, token))
+    return HZ_COLLECT_NONE;
+  return depth;
 }
 
 bool hz_heap_owner_quiet(hz_heap_t *heap) {
@@ -161,6 +178,19 @@ void hz_heap_collect(hz_heap_t *heap, bool purge, hz_bins_take_t bins) {
   heap->collect_clean = true;
 }
 
+bool hz_heap_holds_nothing(const hz_heap_t *heap) {
+  if (heap->full.first != NULL || heap->backlog != NULL ||
+      hz_remote_pending(&heap->inbox) ||
+      !hz_remote_stash_empty(&heap->stash))
+    return false;
+  for (int kind = 0; kind < HZ_HEAP_SPARE_KINDS; kind++)
+    if (heap->spare[kind] != NULL) return false;
+  for (int c = 1; c < HZ_CLASS_COUNT; c++)
+    if (heap->queues[c].first != NULL || heap->bins[c].top != heap->bins[c].base)
+      return false;
+  return heap->segments.room == NULL && heap->segments.empty == NULL;
+}
+
 static void heap_publish_all_counts(hz_heap_t *heap) {
   for (int c = 1; c < HZ_CLASS_COUNT; c++)
     hz_heap_publish_counts(heap, (uint8_t)c, true);
@@ -206,6 +236,4 @@ void hz_heap_summarize_one(const hz_heap_t *heap, hz_heap_summary_t *out) {
     out->classes[c].frees += HZ_SHARED_GET(counts->frees);
     out->classes[c].remote_frees += HZ_SHARED_GET(counts->remote_frees);
   }
-  out->heaps_total++;
-  if (heap->state == HZ_HEAP_POOLED) out->heaps_pooled++;
 }

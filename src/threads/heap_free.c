@@ -46,8 +46,9 @@ HZ_INLINE void heap_free_remote(hz_heap_t *heap, hz_page_t *page,
 static void heap_free_large(hz_segment_t *seg, void *p) {
   if (seg->kind == HZ_SEGMENT_LARGE && hz_large_owns(seg, p)) {
     if (HZ_UNLIKELY(hz_prof_active)) hz_prof_forget(p, NULL);
+    size_t bytes = seg->map_size; /* the free may unmap seg */
     hz_large_free(seg);
-    hz_purge_tick();
+    hz_purge_large_freed(bytes);
   } else if (seg->kind == HZ_SEGMENT_LARGE && hz_large_was_freed(seg, p)) {
     hz_check_fail("double free", p, 0, hz_large_usable_size(seg, p));
   } else {

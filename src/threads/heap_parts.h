@@ -80,7 +80,9 @@ void hz_heap_retire_page(hz_heap_t *heap, hz_page_t *page);
 void hz_heap_spare_release(hz_heap_t *heap);
 void hz_heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always);
 void hz_heap_flush_stash(hz_heap_t *heap);
-bool hz_heap_has_incoming(hz_heap_t *heap);
+/* Blocks wait in the inbox or the backlog (a collector may ask before it
+ * claims the heap). */
+bool hz_heap_has_incoming(const hz_heap_t *heap);
 /* Take the inbox home: into bins until class `want`'s is full, or with
  * HZ_DRAIN_TO_PAGES everything onto its pages. */
 #define HZ_DRAIN_TO_PAGES HZ_CLASS_COUNT

@@ -125,7 +125,7 @@ unsigned hz_remote_push_one(hz_inbox_t *inbox, hz_block_t *block);
 /* Take everything; NULL when empty. */
 hz_block_t *hz_remote_take_all(hz_inbox_t *inbox);
 
-HZ_INLINE bool hz_remote_pending(hz_inbox_t *inbox) {
+HZ_INLINE bool hz_remote_pending(const hz_inbox_t *inbox) {
   return atomic_load_explicit(&inbox->head, memory_order_relaxed) != NULL;
 }
 

@@ -5,14 +5,19 @@
  * pthread_atfork and pthread_setspecific are called only once the calling
  * thread's heap is installed, so any allocation they make is served.
  *
- * Heaps are never unmapped: a block's page may name a heap long after its
- * thread exited, and a remote free must always find a valid inbox.
+ * A heap outlives its thread in the pool: a block's page may name it long
+ * after its thread exited, and a remote free must always find its inbox.
+ * Once a collector finds a pooled heap holding nothing (no page, no block
+ * on its way to it) and the pool has more than POOL_KEEP, the heap is
+ * retired: taken off the lists and unmapped, its counts kept for the
+ * stats report.
  *
  * The purge thread starts when a second thread gets a heap (never in a
  * single-threaded program) unless HZ_PURGE_THREAD=0 or the purge delay is
- * -1. Every quarter of the delay it runs the purge that fell due, and at
- * most every quarter second it collects the heaps of idle threads, so
- * memory comes back while the program sleeps. It blocks every signal and
+ * -1. Every quarter of the delay it looks at every heap, collecting those
+ * of idle threads as far as their idleness calls for (hz_heap_claim), and
+ * runs the purge that fell due, so memory comes back while the program
+ * sleeps. It blocks every signal and
  * never allocates. It must never keep a process alive: when the last
  * thread with a heap exits (the main thread called pthread_exit, or the
  * thread a fork child was made from returned), it is woken and ends too,
@@ -22,6 +27,7 @@
 #include "thread.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -38,30 +44,28 @@
 #include "purge.h"
 #include "tool.h"
 
-/* Heaps are cut from chunks of this size, several to a chunk. */
-#define HEAP_CHUNK_SIZE ((size_t)64 << 10)
-_Static_assert(sizeof(hz_heap_t) <= HEAP_CHUNK_SIZE,
-               "a heap must fit in one heap chunk");
+/* Each heap is a mapping of its own, so a retired heap's memory goes back
+ * whole. */
+#define HEAP_MAP_SIZE HZ_ALIGN_UP(sizeof(hz_heap_t), (size_t)4096)
+/* Pooled heaps kept however empty, so threads that come and go take a
+ * heap without mapping one: below this many in the pool, none retires. */
+#define POOL_KEEP 8
 /* The purge thread wakes every quarter of the purge delay, within these. */
 #define PURGE_PERIOD_MIN_MS 10
 #define PURGE_PERIOD_MAX_MS 250
-/* It collects idle heaps at most this often: a heap is idle when its
- * thread took no slow path since the last round. Python's threads take
- * turns on the interpreter lock and often go 25 ms without a slow path;
- * collected every 25 ms (a purge delay of 100 ms) they lost their bins
- * and free blocks 320 times in 4 s, with 46,000 madvise calls. */
-#define COLLECT_PERIOD_MIN_MS 250
-
 static hz_lock_t pool_lock = HZ_LOCK_INIT;
-static hz_heap_t *heaps_all;    /* every heap, linked by next_all */
+static hz_heap_t *heaps_all;    /* every heap not retired, by next_all */
 static hz_heap_t *heaps_pooled; /* FIFO linked by next_pooled */
 static hz_heap_t *heaps_pooled_tail;
 static _Atomic size_t heaps_pooled_count;
-static uint8_t *heap_chunk; /* bump allocation of new heaps */
-static size_t heap_chunk_left;
+static size_t heaps_made;    /* heaps mapped so far (pool lock) */
+static size_t heaps_retired; /* of those, retired (pool lock) */
+/* What retired heaps counted, for the stats report (pool lock). */
+static hz_heap_summary_t retired_counts;
 
 static pthread_key_t thread_key;
 static HZ_TLS bool thread_exiting; /* our key destructor has run */
+static HZ_TLS unsigned exit_rounds; /* times it ran (once per round) */
 static _Atomic int process_state;  /* 0 new, 1 starting, 2 ready */
 static _Atomic int hooks_state;    /* 0 none, 1 installing, 2 installed */
 static size_t heaps_bound;         /* threads that got a heap (pool lock) */
@@ -95,39 +99,70 @@ static void process_init(void) {
  * The heap pool
  * ------------------------------------------------------------------------- */
 static hz_heap_t *heap_new_locked(void) {
-  size_t size = HZ_ALIGN_UP(sizeof(hz_heap_t), 64);
-  if (heap_chunk_left < size) {
-    heap_chunk = hz_os_map(HEAP_CHUNK_SIZE);
-    if (heap_chunk == NULL) return NULL;
-    heap_chunk_left = HEAP_CHUNK_SIZE;
-  }
-  hz_heap_t *heap = (hz_heap_t *)heap_chunk;
-  heap_chunk += size;
-  heap_chunk_left -= size;
+  hz_heap_t *heap = hz_os_map(HEAP_MAP_SIZE);
+  if (heap == NULL) return NULL;
   hz_heap_init(heap);
   heap->next_all = heaps_all;
+  if (heaps_all != NULL) heaps_all->prev_all = heap;
   heaps_all = heap;
+  heaps_made++;
   return heap;
+}
+
+static void pool_remove_locked(hz_heap_t *heap) {
+  if (heap->prev_pooled != NULL)
+    heap->prev_pooled->next_pooled = heap->next_pooled;
+  else
+    heaps_pooled = heap->next_pooled;
+  if (heap->next_pooled != NULL)
+    heap->next_pooled->prev_pooled = heap->prev_pooled;
+  else
+    heaps_pooled_tail = heap->prev_pooled;
+  heap->next_pooled = heap->prev_pooled = NULL;
+  atomic_fetch_sub_explicit(&heaps_pooled_count, 1, memory_order_relaxed);
 }
 
 static hz_heap_t *pool_pop_locked(void) {
   hz_heap_t *heap = heaps_pooled;
-  if (heap == NULL) return NULL;
-  heaps_pooled = heap->next_pooled;
-  if (heaps_pooled == NULL) heaps_pooled_tail = NULL;
-  heap->next_pooled = NULL;
-  atomic_fetch_sub_explicit(&heaps_pooled_count, 1, memory_order_relaxed);
+  if (heap != NULL) pool_remove_locked(heap);
   return heap;
 }
 
 static void pool_push_locked(hz_heap_t *heap) {
   heap->next_pooled = NULL;
+  heap->prev_pooled = heaps_pooled_tail;
   if (heaps_pooled_tail != NULL)
     heaps_pooled_tail->next_pooled = heap;
   else
     heaps_pooled = heap;
   heaps_pooled_tail = heap;
   atomic_fetch_add_explicit(&heaps_pooled_count, 1, memory_order_relaxed);
+}
+
+/* A pooled heap that holds nothing leaves both lists and is unmapped, its
+ * counts kept; true if it did. Called by a collector holding the claim
+ * (under the collect lock, so no other collector walks the list of all).
+ * A thread that took it from the pool meanwhile keeps it. */
+static bool heap_retire(hz_heap_t *heap) {
+  hz_lock(&pool_lock);
+  bool retire =
+      heap->state == HZ_HEAP_POOLED &&
+      atomic_load_explicit(&heaps_pooled_count, memory_order_relaxed) >
+          POOL_KEEP &&
+      hz_heap_holds_nothing(heap);
+  if (retire) {
+    pool_remove_locked(heap);
+    if (heap->prev_all != NULL)
+      heap->prev_all->next_all = heap->next_all;
+    else
+      heaps_all = heap->next_all;
+    if (heap->next_all != NULL) heap->next_all->prev_all = heap->prev_all;
+    hz_heap_summarize_one(heap, &retired_counts);
+    heaps_retired++;
+  }
+  hz_unlock(&pool_lock);
+  if (retire) hz_os_unmap(heap, HEAP_MAP_SIZE);
+  return retire;
 }
 
 static hz_heap_t *heap_take(void) {
@@ -139,12 +174,14 @@ static hz_heap_t *heap_take(void) {
     heap = heap_new_locked();
   }
   hz_unlock(&pool_lock);
-  hz_heap_wait_unclaimed(heap); /* a collector may be emptying its bins */
+  /* a collector may be emptying its bins */
+  if (heap != NULL) hz_heap_wait_unclaimed(heap);
   return heap;
 }
 
 static void heap_pool_locked(hz_heap_t *heap) {
   heap->state = HZ_HEAP_POOLED;
+  heap->collect_clean = false; /* what its thread left is to collect */
   pool_push_locked(heap);
 }
 
@@ -160,7 +197,8 @@ void hz_thread_reclaim_pooled(void) {
   uintptr_t token = (uintptr_t)&token;
   hz_lock(&pool_lock);
   hz_heap_t *heap = pool_pop_locked();
-  bool claimed = heap != NULL && hz_heap_claim(heap, token, false);
+  bool claimed = heap != NULL && hz_heap_claim(heap, token, false, 0) !=
+                                      HZ_COLLECT_NONE;
   hz_unlock(&pool_lock);
   if (claimed) {
     /* recycle only, no purge; the bins stay for the thread that adopts
@@ -184,43 +222,54 @@ void hz_thread_reclaim_pooled(void) {
 
 /* Claim up to COLLECT_GROUP heaps worth collecting from `from` on, force a
  * barrier on every thread, collect those whose owner is outside its slow
- * paths and release them. Without membarrier only pooled heaps (no owner)
- * are safe. Returns the heap the next group starts from. Heaps are never
- * unlinked from the list of all, so it is walked without the lock. */
+ * paths as deep as their idleness says, retire pooled ones left empty, and
+ * release the rest. Without membarrier only pooled heaps (no owner) are
+ * safe. Returns the heap the next group starts from. The list of all is
+ * changed only under the collect lock, which the caller holds. */
 static hz_heap_t *collect_group(hz_heap_t *self, hz_heap_t *from,
-                                bool idle_only) {
+                                bool idle_only, uint64_t now_ms) {
   uintptr_t token = (uintptr_t)&token;
   hz_heap_t *claimed[COLLECT_GROUP];
+  hz_collect_depth_t depth[COLLECT_GROUP];
   bool pooled[COLLECT_GROUP];
   bool any_live = false; /* a claimed heap has an owner: needs the barrier */
   size_t n = 0;
   hz_heap_t *heap = from;
   hz_lock(&pool_lock);
-  for (; heap != NULL && n < COLLECT_GROUP; heap = heap->next_all)
-    if (heap != self && hz_heap_claim(heap, token, idle_only)) {
-      pooled[n] = heap->state == HZ_HEAP_POOLED; /* stays ownerless */
-      any_live |= !pooled[n];
-      claimed[n++] = heap;
-    }
+  for (; heap != NULL && n < COLLECT_GROUP; heap = heap->next_all) {
+    if (heap == self) continue;
+    depth[n] = hz_heap_claim(heap, token, idle_only, now_ms);
+    if (depth[n] == HZ_COLLECT_NONE) continue;
+    pooled[n] = heap->state == HZ_HEAP_POOLED; /* stays ownerless */
+    any_live |= !pooled[n];
+    claimed[n++] = heap;
+  }
   hz_unlock(&pool_lock);
   if (n == 0) return heap;
   bool barrier = any_live && hz_os_barrier_all_threads();
   for (size_t i = 0; i < n; i++) {
-    if (pooled[i])
-      hz_heap_collect(claimed[i], true, HZ_BINS_ALL);
-    else if (barrier && hz_heap_owner_quiet(claimed[i]))
-      hz_heap_collect(claimed[i], true, HZ_BINS_BELOW_TOP);
-    hz_heap_release_claim(claimed[i]);
+    hz_heap_t *one = claimed[i];
+    if (pooled[i]) {
+      hz_heap_collect(one, true, HZ_BINS_ALL);
+      if (heap_retire(one)) continue;
+    } else if (barrier && hz_heap_owner_quiet(one)) {
+      if (depth[i] == HZ_COLLECT_FULL)
+        hz_heap_collect(one, true, HZ_BINS_BELOW_TOP);
+      else
+        hz_heap_collect(one, false, HZ_BINS_KEEP);
+    }
+    hz_heap_release_claim(one);
   }
   return heap;
 }
 
 static void collect_round(hz_heap_t *self, bool idle_only) {
+  uint64_t now_ms = hz_os_now_ms();
   hz_lock(&pool_lock);
   hz_heap_t *next = heaps_all;
   hz_unlock(&pool_lock);
   while (next != NULL)
-    next = collect_group(self, next, idle_only);
+    next = collect_group(self, next, idle_only, now_ms);
 }
 
 void hz_thread_collect(bool idle_only) {
@@ -276,15 +325,11 @@ static void *purge_thread_main(void *arg) {
   /* If this is the last thread, glibc runs the exit handlers here; what
    * they allocate borrows a pooled heap, and starts no thread. */
   thread_exiting = true;
+  exit_rounds = PTHREAD_DESTRUCTOR_ITERATIONS; /* borrows, never binds */
   hz_tool_quiet(true); /* it reads and writes free blocks only */
   uint64_t period = purge_period_ms();
-  uint64_t collected = hz_os_now_ms();
   while (purge_thread_sleep(period)) {
-    uint64_t now = hz_os_now_ms();
-    if (now - collected >= COLLECT_PERIOD_MIN_MS) {
-      hz_thread_collect(true);
-      collected = now;
-    }
+    hz_thread_collect(true);
     hz_purge_run(false);
     hz_segment_densify();
   }
@@ -322,6 +367,7 @@ static void purge_thread_start(void) {
 static void thread_exit(void *value) {
   hz_heap_t *heap = value;
   thread_exiting = true;
+  exit_rounds++;
   hz_tool_quiet(true); /* parking writes links into free blocks */
   if (heap == NULL || heap != hz_heap_tls) return;
   hz_heap_park(heap);
@@ -390,8 +436,25 @@ hz_heap_t *hz_thread_attach(void) {
   return heap;
 }
 
+/* Destructors of other keys run after ours and may allocate. The thread
+ * takes a heap again and sets our key once more, so glibc runs our
+ * destructor in its next round and parks the heap: a thread whose exit
+ * allocates pays for one heap, not a borrowed one per call. In the last
+ * round our destructor would not run again: NULL then. */
+static hz_heap_t *thread_rebind_exiting(void) {
+  if (exit_rounds >= PTHREAD_DESTRUCTOR_ITERATIONS) return NULL;
+  hz_heap_t *heap = heap_take();
+  if (heap == NULL) return NULL;
+  hz_heap_tls = heap;
+  pthread_setspecific(thread_key, heap);
+  hz_lock(&pool_lock);
+  heaps_live++;
+  hz_unlock(&pool_lock);
+  return heap;
+}
+
 hz_heap_t *hz_thread_attach_for_free(void) {
-  return thread_exiting ? NULL : hz_thread_attach();
+  return thread_exiting ? thread_rebind_exiting() : hz_thread_attach();
 }
 
 /* ---------------------------------------------------------------------------
@@ -444,24 +507,29 @@ static bool thread_free_far(void *p, hz_segment_t **seg, hz_page_t **page) {
 }
 
 /* A thread that only frees gets a heap too, so its frees travel home in
- * batches like any other; past its exit handler it has none. */
+ * batches like any other, and it counts as a thread of the program: one
+ * that frees nothing but large blocks starts the purge thread, which gives
+ * them back. Past its exit handler it has none. */
 void hz_thread_free_slow(void *p, hz_heap_t *heap, hz_segment_t *seg,
                          hz_page_t *page) {
   if (seg == NULL && !thread_free_far(p, &seg, &page)) return;
+  if (heap->state == HZ_HEAP_EMPTY) {
+    hz_heap_t *own = hz_thread_attach_for_free();
+    if (own != NULL) heap = own;
+  }
   page = hz_segment_page_first(page); /* p past a page's first slice */
   hz_block_t *block = hz_heap_free_generic(heap, seg, page, p);
-  if (block == NULL) return;
-  heap = hz_thread_attach_for_free();
-  if (heap != NULL)
-    hz_heap_free_block(heap, page, block);
-  else
-    hz_heap_free_orphan(page, block);
+  if (block != NULL) hz_heap_free_orphan(page, block); /* no heap to get */
 }
 
-/* Destructors of other keys may allocate after ours ran. Binding a heap
- * again would leave it with a dead thread once glibc stops calling
- * destructors, so such calls borrow a pooled heap and give it back. */
+/* A thread without a heap gets one. Past our destructor's last round a
+ * heap bound again would be left with a dead thread, so such calls (and
+ * the purge thread's) borrow a pooled heap and give it back. */
 void *hz_thread_malloc_unattached(size_t size) {
+  if (thread_exiting) {
+    hz_heap_t *again = thread_rebind_exiting();
+    if (again != NULL) return hz_thread_malloc_slow(size, again);
+  }
   hz_heap_t *heap = thread_exiting ? heap_take() : hz_thread_attach();
   if (heap == NULL) {
     errno = ENOMEM;
@@ -528,8 +596,13 @@ void hz_thread_summarize(hz_heap_summary_t *out) {
   if (hz_heap_tls != &hz_heap_empty) hz_heap_publish_all(hz_heap_tls);
   hz_lock(&collect_lock);
   hz_lock(&pool_lock);
-  for (hz_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all)
+  *out = retired_counts;
+  for (hz_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all) {
     hz_heap_summarize_one(heap, out);
+    out->heaps_pooled += heap->state == HZ_HEAP_POOLED;
+  }
+  out->heaps_total = heaps_made;
+  out->heaps_retired = heaps_retired;
   hz_unlock(&pool_lock);
   hz_segment_summarize(&out->pages_in_use, &out->blocks_live, &out->bytes_live);
   hz_unlock(&collect_lock);
