@@ -70,8 +70,8 @@ static size_t rss_wait_below(size_t limit, double wait_ms, double *took_ms) {
 /* ---------------------------------------------------------------------------
  * threads: memory of exited threads
  * ------------------------------------------------------------------------- */
-#define THREADS               2000
-#define BLOCKS                50
+#define THREADS 2000
+#define BLOCKS  50
 /* Per exited thread. glibc keeps their stacks cached: with glibc's malloc
  * this test holds 9 KiB per thread after the wait and 4.2 KiB after
  * malloc_trim; a heap left behind is about 30 KiB. */
@@ -260,9 +260,9 @@ static int test_large(bool threaded) {
   }
   double took = 0;
   size_t limit = rss0 + (threaded ? LARGE_SLACK : UNWATCHED_KEEP + LARGE_SLACK);
-  size_t rss = threaded ? rss_wait_below(limit, test_purge_delay_ms() + 500.0,
-                                         &took)
-                        : test_rss_bytes();
+  size_t rss = threaded
+                   ? rss_wait_below(limit, test_purge_delay_ms() + 500.0, &took)
+                   : test_rss_bytes();
   fprintf(stderr,
           "exited_test: %d x %zu MiB freed by %s: rss %.1f -> %.1f -> %.1f "
           "MiB after %.0f ms\n",

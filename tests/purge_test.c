@@ -8,7 +8,8 @@
  *     (single-threaded, no purge thread yet); mallinfo2 counts the freed
  *     memory not yet purged in keepcost (free pages, and the
  *     UNWATCHED_KEEP of large blocks a program without a purge thread
- *     keeps) before and not after the trim, and nothing in use (uordblks) after it;
+ *     keeps) before and not after the trim, and nothing in use (uordblks) after
+ * it;
  *   - calloc: a block freed with its bytes set and allocated again reads as
  *     zeros: from the bins and from the large cache before any purge (the
  *     same address, checked), and after a trim (any purged mapping);
@@ -204,7 +205,8 @@ static void test_delay(long delay) {
   size_t rss_freed = test_rss_bytes();
   test_sleep_ms(3 * delay);
   size_t rss = test_rss_bytes();
-  while (!rss_within(rss, rss0, DELAY_SLACK) && test_now_ms() - t0 < DELAY_WAIT_MS) {
+  while (!rss_within(rss, rss0, DELAY_SLACK) &&
+         test_now_ms() - t0 < DELAY_WAIT_MS) {
     test_sleep_ms(50);
     rss = test_rss_bytes();
   }

@@ -100,6 +100,18 @@ void hz_page_collect(hz_page_t *page);
  * caller holds them as used. Release writes nothing into the blocks, so
  * memory is first touched by the program that gets it. */
 uint32_t hz_page_carve(hz_page_t *page, void **out, uint32_t max);
+/* A block coming back that is the last one carved is carved again later
+ * instead of linked, so memory a thread never wrote stays untouched (bins
+ * give fresh blocks back highest address first). True if it was. Not in
+ * the secure variants, whose fresh blocks come in random order. */
+HZ_INLINE bool hz_page_uncarve(hz_page_t *page, const void *block) {
+  if (HZ_SECURE || page->capacity == 0 ||
+      (const uint8_t *)block !=
+          hz_page_start(page) + (size_t)(page->capacity - 1) * page->block_size)
+    return false;
+  page->capacity--;
+  return true;
+}
 
 HZ_INLINE bool hz_page_has_room(const hz_page_t *page) {
   return page->free != NULL || page->capacity < page->reserved;

@@ -177,32 +177,54 @@ static void heap_unfull(hz_heap_t *heap, hz_page_t *page) {
 /* Put a block of ours (a block start) back on its page. A page with every
  * block free already gets one more only through a double free: reported,
  * and the block is not listed twice. */
-void hz_heap_page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
+/* Put a block back on its page; with `uncarve`, the page's last carved
+ * block is carved again later instead (hz_page_uncarve). */
+HZ_INLINE void page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block,
+                        bool uncarve) {
   if (HZ_UNLIKELY(page->used == 0)) {
     hz_heap_double_free(page, block);
     return;
   }
-  hz_block_set_next(block, page->local_free);
-  page->local_free = block;
+  if (!uncarve || !hz_page_uncarve(page, block)) {
+    hz_block_set_next(block, page->local_free);
+    page->local_free = block;
+  }
   HZ_SHARED_SET(page->used, (uint16_t)(page->used - 1));
   if (page->in_full) heap_unfull(heap, page);
   hz_page_check(page);
   if (page->used == 0) heap_page_emptied(heap, page);
 }
 
+void hz_heap_page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
+  page_put(heap, page, block, false);
+}
+
 static size_t bin_capacity_of(const hz_bin_t *bin) {
   return (size_t)(bin->limit - bin->base);
 }
 
-/* Return the `n` oldest blocks of a bin to their pages. */
-void hz_heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n) {
+HZ_INLINE void bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n,
+                         bool uncarve) {
   for (size_t i = 0; i < n; i++)
-    hz_heap_page_put(heap, hz_segment_block_page(bin->base[i]), bin->base[i]);
+    page_put(heap, hz_segment_block_page(bin->base[i]), bin->base[i], uncarve);
   size_t left = hz_bin_count(bin) - n;
   memmove(bin->base, bin->base + n, left * sizeof bin->base[0]);
   bin->top = bin->base + left;
   hz_bin_moved(bin, -(int64_t)n);
   HZ_ASSERT(bin->top >= bin->base && bin->top <= bin->limit);
+}
+
+/* Return the `n` oldest blocks of a bin to their pages. */
+void hz_heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n) {
+  bin_spill(heap, bin, n, false);
+}
+
+/* Return every block of a bin, fresh ones it never handed out uncarved:
+ * they come back highest address first, each the last carved, so a heap
+ * given back whole writes nothing into memory its thread never touched
+ * (10,000 exiting threads faulted in 700 MiB linking them). */
+void hz_heap_bin_empty(hz_heap_t *heap, hz_bin_t *bin) {
+  bin_spill(heap, bin, hz_bin_count(bin), true);
 }
 
 /* Publish the bin's counts of class `cls` for other threads to read, and

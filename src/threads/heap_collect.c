@@ -157,7 +157,7 @@ static void heap_discard_free_blocks(hz_heap_t *heap) {
 
 static void heap_spill_all_bins(hz_heap_t *heap) {
   for (int c = 1; c < HZ_CLASS_COUNT; c++) /* class 0: large, no bin */
-    hz_heap_bin_spill(heap, &heap->bins[c], hz_bin_count(&heap->bins[c]));
+    hz_heap_bin_empty(heap, &heap->bins[c]);
 }
 
 /* Only a collection that purged leaves the heap clean for purge rounds:
@@ -180,13 +180,13 @@ void hz_heap_collect(hz_heap_t *heap, bool purge, hz_bins_take_t bins) {
 
 bool hz_heap_holds_nothing(const hz_heap_t *heap) {
   if (heap->full.first != NULL || heap->backlog != NULL ||
-      hz_remote_pending(&heap->inbox) ||
-      !hz_remote_stash_empty(&heap->stash))
+      hz_remote_pending(&heap->inbox) || !hz_remote_stash_empty(&heap->stash))
     return false;
   for (int kind = 0; kind < HZ_HEAP_SPARE_KINDS; kind++)
     if (heap->spare[kind] != NULL) return false;
   for (int c = 1; c < HZ_CLASS_COUNT; c++)
-    if (heap->queues[c].first != NULL || heap->bins[c].top != heap->bins[c].base)
+    if (heap->queues[c].first != NULL ||
+        heap->bins[c].top != heap->bins[c].base)
       return false;
   return heap->segments.room == NULL && heap->segments.empty == NULL;
 }

@@ -75,6 +75,9 @@ HZ_INLINE void hz_heap_double_free(const hz_page_t *page, const void *block) {
 void hz_heap_page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block);
 /* Return the `n` oldest blocks of a bin to their pages. */
 void hz_heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n);
+/* Return every block of a bin to its page, never writing into one that
+ * was carved and not handed out. */
+void hz_heap_bin_empty(hz_heap_t *heap, hz_bin_t *bin);
 /* An empty page leaves its queue for the spares (or its segment). */
 void hz_heap_retire_page(hz_heap_t *heap, hz_page_t *page);
 void hz_heap_spare_release(hz_heap_t *heap);

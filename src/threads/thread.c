@@ -64,12 +64,12 @@ static size_t heaps_retired; /* of those, retired (pool lock) */
 static hz_heap_summary_t retired_counts;
 
 static pthread_key_t thread_key;
-static HZ_TLS bool thread_exiting; /* our key destructor has run */
+static HZ_TLS bool thread_exiting;  /* our key destructor has run */
 static HZ_TLS unsigned exit_rounds; /* times it ran (once per round) */
-static _Atomic int process_state;  /* 0 new, 1 starting, 2 ready */
-static _Atomic int hooks_state;    /* 0 none, 1 installing, 2 installed */
-static size_t heaps_bound;         /* threads that got a heap (pool lock) */
-static size_t heaps_live;          /* threads holding one now (pool lock) */
+static _Atomic int process_state;   /* 0 new, 1 starting, 2 ready */
+static _Atomic int hooks_state;     /* 0 none, 1 installing, 2 installed */
+static size_t heaps_bound;          /* threads that got a heap (pool lock) */
+static size_t heaps_live;           /* threads holding one now (pool lock) */
 /* Wakes the purge thread early (with pool_lock) when heaps_live drops to
  * 0, so it ends at once. */
 static pthread_cond_t purge_wake = PTHREAD_COND_INITIALIZER;
@@ -145,11 +145,10 @@ static void pool_push_locked(hz_heap_t *heap) {
  * A thread that took it from the pool meanwhile keeps it. */
 static bool heap_retire(hz_heap_t *heap) {
   hz_lock(&pool_lock);
-  bool retire =
-      heap->state == HZ_HEAP_POOLED &&
-      atomic_load_explicit(&heaps_pooled_count, memory_order_relaxed) >
-          POOL_KEEP &&
-      hz_heap_holds_nothing(heap);
+  bool retire = heap->state == HZ_HEAP_POOLED &&
+                atomic_load_explicit(&heaps_pooled_count,
+                                     memory_order_relaxed) > POOL_KEEP &&
+                hz_heap_holds_nothing(heap);
   if (retire) {
     pool_remove_locked(heap);
     if (heap->prev_all != NULL)
@@ -163,6 +162,17 @@ static bool heap_retire(hz_heap_t *heap) {
   hz_unlock(&pool_lock);
   if (retire) hz_os_unmap(heap, HEAP_MAP_SIZE);
   return retire;
+}
+
+/* Retire a pooled heap if it holds nothing, unless a collection round
+ * runs (it walks the list of all; it will retire the heap itself). */
+static void heap_retire_now(hz_heap_t *heap) {
+  if (!hz_lock_try(&collect_lock)) return;
+  uintptr_t token = (uintptr_t)&token;
+  if (hz_heap_claim(heap, token, false, 0) != HZ_COLLECT_NONE &&
+      !heap_retire(heap))
+    hz_heap_release_claim(heap);
+  hz_unlock(&collect_lock);
 }
 
 static hz_heap_t *heap_take(void) {
@@ -197,8 +207,8 @@ void hz_thread_reclaim_pooled(void) {
   uintptr_t token = (uintptr_t)&token;
   hz_lock(&pool_lock);
   hz_heap_t *heap = pool_pop_locked();
-  bool claimed = heap != NULL && hz_heap_claim(heap, token, false, 0) !=
-                                      HZ_COLLECT_NONE;
+  bool claimed =
+      heap != NULL && hz_heap_claim(heap, token, false, 0) != HZ_COLLECT_NONE;
   hz_unlock(&pool_lock);
   if (claimed) {
     /* recycle only, no purge; the bins stay for the thread that adopts
@@ -370,12 +380,22 @@ static void thread_exit(void *value) {
   exit_rounds++;
   hz_tool_quiet(true); /* parking writes links into free blocks */
   if (heap == NULL || heap != hz_heap_tls) return;
-  hz_heap_park(heap);
+  /* With heaps enough in the pool for the threads that come next, the
+   * thread gives back what its heap holds itself (many threads ending at
+   * once do it side by side, not one after another in the purge thread),
+   * and a heap left with nothing retires at once. */
+  bool crowded = atomic_load_explicit(&heaps_pooled_count,
+                                      memory_order_relaxed) >= POOL_KEEP;
+  if (crowded)
+    hz_heap_flush(heap);
+  else
+    hz_heap_park(heap);
   hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
   hz_lock(&pool_lock);
   heap_pool_locked(heap);
   if (--heaps_live == 0) pthread_cond_signal(&purge_wake);
   hz_unlock(&pool_lock);
+  if (crowded) heap_retire_now(heap);
 }
 
 static void fork_prepare(void) {
