@@ -26,6 +26,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -655,6 +656,34 @@ static void case_zero_on_free(void) {
   fill_check(p + 16, 240, 0, "block freed with HZ_ZERO_ON_FREE=1");
 }
 
+/* A signal handler that allocates, interrupting malloc and free: once it
+ * lands inside a slow path and takes one itself, the secure variants stop
+ * with one line (before, they crashed or hung). The handler's 40 blocks of
+ * one class overflow its bin, so each of its calls takes slow paths; the
+ * loop takes them all the time. The child's alarm ends a run that never
+ * meets one. */
+static void allocating_handler(int sig) {
+  (void)sig;
+  void *p[40];
+  for (int i = 0; i < 40; i++)
+    p[i] = xmalloc(48);
+  for (int i = 0; i < 40; i++)
+    xfree(p[i]);
+}
+
+static void case_signal_reentry(void) {
+  static void *blocks[4096];
+  signal(SIGPROF, allocating_handler);
+  struct itimerval every = {{0, 100}, {0, 100}};
+  setitimer(ITIMER_PROF, &every, NULL);
+  for (;;) {
+    for (int i = 0; i < 4096; i++)
+      blocks[i] = xmalloc(16 + (size_t)(i * 7) % 200);
+    for (int i = 0; i < 4096; i++)
+      xfree(blocks[i]);
+  }
+}
+
 /* ---------------------------------------------------------------------------
  * The cases and what each variant must do
  * ------------------------------------------------------------------------- */
@@ -685,6 +714,7 @@ typedef struct case_s {
 #define NOT_OURS    E "invalid free of %s (not allocated by hakozuna)"
 #define INTERIOR                                                               \
   E "invalid free (not at the start of a block) of %s (size class "
+#define REENTERED        E "re-entered slow path of "
 #define WRITE_AFTER_FREE E "write after free of %s (size class "
 #define CORRUPT_LIST     E "corrupted free list (a freed block was overwritten) of "
 #define SIZED            E "sized delete mismatch (freed as 16 bytes) of %s (size class "
@@ -747,6 +777,8 @@ static const case_t cases[] = {
      OUT_REPORTED, NOT_OURS, NULL, NULL, NULL},
     {"write_after_free", case_write_after_free, SEC | DBG, OUT_ABORT, 0,
      WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL},
+    {"signal_reentry", case_signal_reentry, SEC | DBG, OUT_ABORT, 0, REENTERED,
+     NULL, NULL, NULL},
     STEERED("steer.page_list_64", case_steer_64),
     STEERED("steer.page_list_1024", case_steer_1024),
     STEERED("steer.cross_thread", case_steer_cross_thread),

@@ -16,6 +16,13 @@ void hz_heap_wait_unclaimed(hz_heap_t *heap) {
     hz_os_yield();
 }
 
+void hz_heap_reentered(hz_heap_t *heap) {
+  hz_check_report("re-entered slow path", heap,
+                  "malloc or free called by a signal handler that "
+                  "interrupted the allocator; malloc is not "
+                  "async-signal-safe");
+}
+
 HZ_NOINLINE void hz_heap_wait_collector(hz_heap_t *heap) {
   do {
     atomic_store_explicit(&heap->busy, 0, memory_order_release);

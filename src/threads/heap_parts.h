@@ -32,8 +32,16 @@ void hz_heap_wait_collector(hz_heap_t *heap);
 /* The owner takes its bins back after a collector took blocks from them. */
 void hz_heap_bins_restore(hz_heap_t *heap);
 
+/* A slow path was entered while this thread was inside one: a signal
+ * handler that called malloc or free (which are not async-signal-safe).
+ * The secure variants report it and stop. */
+void hz_heap_reentered(hz_heap_t *heap) __attribute__((cold));
+
 /* The owner enters / leaves a slow path. */
 HZ_INLINE void hz_heap_enter(hz_heap_t *heap) {
+  if (HZ_SECURE &&
+      HZ_UNLIKELY(atomic_load_explicit(&heap->busy, memory_order_relaxed)))
+    hz_heap_reentered(heap);
   hz_heap_raise_busy(heap);
   if (HZ_UNLIKELY(hz_heap_claimed(heap))) hz_heap_wait_collector(heap);
   if (HZ_UNLIKELY(heap->bins_stolen)) hz_heap_bins_restore(heap);
