@@ -8,7 +8,11 @@
  *   - frees 11 of them in a shuffled order,
  *   - swaps the remaining block into a shared hand-off slot and frees the
  *     block it took out, which an earlier thread (usually exited by now)
- *     allocated.
+ *     allocated;
+ *   - with EXIT_PAIRS > 0, sets a pthread key whose destructor (run as the
+ *     thread exits, after the allocator's own where it has one) makes
+ *     EXIT_PAIRS malloc/free pairs of 16-256 B, as C++ and library
+ *     destructors do.
  * The block left in the slot at the end is freed by main.
  *
  * Metric: ops/s = threads per second (create + run + join).  Also
@@ -21,9 +25,11 @@
 #include "bench.h"
 
 static const char *usage =
-    "usage: thread_churn [THREADS_TOTAL] [CONCURRENT]\n"
+    "usage: thread_churn [THREADS_TOTAL] [CONCURRENT] [EXIT_PAIRS]\n"
     "  THREADS_TOTAL  short-lived threads to create (default 20000)\n"
     "  CONCURRENT     threads in flight at a time (default 4)\n"
+    "  EXIT_PAIRS     malloc/free pairs in a key destructor at thread exit\n"
+    "                 (default 0)\n"
     "Each thread mallocs 12 mixed blocks (16 B-64 KiB), frees 11, and hands\n"
     "the last one to a later thread, which frees it.\n"
     "Reports: ops/s = threads per second, rss_start_kb (after the first\n"
@@ -33,11 +39,30 @@ static const char *usage =
 
 static _Atomic(void *) g_handoff;
 static atomic_ullong g_check;
+static long long g_exit_pairs;
+static pthread_key_t g_exit_key;
+
+/* The key destructor: EXIT_PAIRS malloc/free pairs as the thread exits. */
+static void exit_allocs(void *value) {
+  bench_rng_t r;
+  bench_rng_seed(&r, (uint64_t)(uintptr_t)value);
+  unsigned long long sum = 0;
+  for (long long i = 0; i < g_exit_pairs; i++) {
+    size_t size = (size_t)bench_rng_range(&r, 16, 256);
+    unsigned char *p = bench_xmalloc(size);
+    bench_touch(p, size);
+    sum += p[0];
+    free(p);
+  }
+  atomic_fetch_add(&g_check, sum);
+}
 
 static void *worker(void *arg) {
   uint64_t idx = (uint64_t)(uintptr_t)arg;
   bench_rng_t r;
   bench_rng_seed(&r, 7 + idx);
+  if (g_exit_pairs > 0)
+    pthread_setspecific(g_exit_key, (void *)(uintptr_t)(idx + 1));
   void *b[NBLK];
   size_t sz[NBLK];
   for (int i = 0; i < NBLK; i++) {
@@ -74,10 +99,13 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  long long a[] = {20000, 4};
-  if (bench_start(argc, argv, usage, a, 2)) return 0;
+  long long a[] = {20000, 4, 0};
+  if (bench_start(argc, argv, usage, a, 3)) return 0;
   long long total = a[0], conc = a[1];
-  if (total < 1 || conc < 1 || conc > 4096) return bench_bad_args(usage);
+  g_exit_pairs = a[2];
+  if (total < 1 || conc < 1 || conc > 4096 || g_exit_pairs < 0)
+    return bench_bad_args(usage);
+  if (g_exit_pairs > 0) pthread_key_create(&g_exit_key, exit_allocs);
   pthread_t *ring = bench_xcalloc((size_t)conc, sizeof *ring);
   long long mark = total < 1000 ? total : 1000;
   long rss_start = -1;
@@ -102,9 +130,10 @@ int main(int argc, char **argv) {
   free(atomic_exchange(&g_handoff, NULL));
   free(ring);
   bench_result("thread_churn",
-               "threads=%lld concurrent=%lld rss_start_kb=%ld rss_end_kb=%ld "
-               "elapsed_s=%.3f ops/s=%.0f",
-               total, conc, rss_start, rss_end, secs, (double)total / secs);
+               "threads=%lld concurrent=%lld exit_pairs=%lld rss_start_kb=%ld "
+               "rss_end_kb=%ld elapsed_s=%.3f ops/s=%.0f",
+               total, conc, g_exit_pairs, rss_start, rss_end, secs,
+               (double)total / secs);
   (void)atomic_load(&g_check);
   return 0;
 }

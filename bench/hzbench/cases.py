@@ -104,6 +104,9 @@ OTHER = [
     ("rss_plateau",  "1GB-trim", [4, 1024, 2000, 1], 2.5, False),
     # thread_churn THREADS_TOTAL CONCURRENT
     ("thread_churn", "",         [It(20000), 4], 0.9, False),
+    # the same with 8 in flight and 300 malloc/free pairs in a key
+    # destructor as each thread exits (C++ and library destructors)
+    ("thread_churn", "exit-allocs", [It(20000), 8, 300], 0.7, False),
     # long_run PHASES [THREADS OPS WS IDLE_MS] (ten compressed minutes)
     ("long_run",     "",         [60], 1.6, False),
     # size_loop ITERS MIN MAX KEEP (log-uniform sizes, freed KEEP later)
