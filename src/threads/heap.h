@@ -225,7 +225,8 @@ typedef enum {
  * live heap is looked at on each round: its owner's slow paths since the
  * last look restart its idle time; then the inbox goes home after the
  * purge delay whenever it holds blocks, and the rest after HZ_IDLE_FULL_MS,
- * once until new blocks arrive. A pooled heap has no owner to wait for. */
+ * once until new blocks arrive. A pooled heap is idle from its park, and
+ * waits the same: a thread may adopt it, bins and all, meanwhile. */
 hz_collect_depth_t hz_heap_claim(hz_heap_t *heap, uintptr_t token,
                                  bool idle_only, uint64_t now_ms);
 /* After a barrier on every thread: true if the owner is outside its slow

@@ -33,8 +33,6 @@ HZ_NOINLINE void hz_heap_wait_collector(hz_heap_t *heap) {
 
 static hz_collect_depth_t idle_depth(hz_heap_t *heap, uint64_t now_ms) {
   bool pending = hz_heap_has_incoming(heap);
-  if (heap->state == HZ_HEAP_POOLED)
-    return heap->collect_clean && !pending ? HZ_COLLECT_NONE : HZ_COLLECT_FULL;
   uint32_t n = atomic_load_explicit(&heap->activity, memory_order_relaxed);
   if (n != heap->collect_seen) { /* active since we last looked */
     heap->collect_seen = n;
