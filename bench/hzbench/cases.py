@@ -107,6 +107,9 @@ OTHER = [
     # the same with 8 in flight and 300 malloc/free pairs in a key
     # destructor as each thread exits (C++ and library destructors)
     ("thread_churn", "exit-allocs", [It(20000), 8, 300], 0.7, False),
+    # thread_exit THREADS IDLE_MS (secs; RSS after join, idle and trim)
+    ("thread_exit",  "2000",     [2000, 2000], 3.0, False),
+    ("thread_exit",  "10000",    [10000, 2000], 7.0, False),
     # long_run PHASES [THREADS OPS WS IDLE_MS] (ten compressed minutes)
     ("long_run",     "",         [60], 1.6, False),
     # size_loop ITERS MIN MAX KEEP (log-uniform sizes, freed KEEP later)
@@ -162,6 +165,7 @@ FAMILY_KEYS = {
     "rss_plateau": None,   # every rss_*_kb key (see rss_keys())
     "redis": ["set_rps", "get_rps", "lpush_rps", "lpop_rps"],
     "thread_churn": ["rss_start_kb", "rss_end_kb"],
+    "thread_exit": ["rss_joined_kb", "rss_idle_kb", "rss_trim_kb"],
     "long_run": ["rss_q1_kb", "rss_q4_kb", "growth"],
     "prodcons": ["waits"],
     "batch_queue": ["waits", "jumps_pct"],
