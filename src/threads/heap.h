@@ -219,16 +219,20 @@ typedef enum {
  * they lost their bins and free blocks 320 times in 4 s, with 46,000
  * madvise calls. Its inbox goes home after the purge delay of idleness. */
 #define HZ_IDLE_FULL_MS 250
-/* Claim the heap for the depth its idleness calls for at `now_ms` (the
- * caller's clock), or NONE without claiming. Without `idle_only` (trim)
- * every heap another collector does not hold is claimed, fully. With it, a
- * live heap is looked at on each round: its owner's slow paths since the
- * last look restart its idle time; then the inbox goes home after the
- * purge delay whenever it holds blocks, and the rest after HZ_IDLE_FULL_MS,
- * once until new blocks arrive. A pooled heap is idle from its park, and
- * waits the same: a thread may adopt it, bins and all, meanwhile. */
+/* How a collector asks for a heap: every heap, fully (trim); as its
+ * idleness calls for (the purge thread's rounds); or a pooled heap the
+ * pool keeps no more for threads to come, fully unless nothing came in
+ * since it was last collected. */
+typedef enum { HZ_CLAIM_ANY, HZ_CLAIM_IDLE, HZ_CLAIM_SURPLUS } hz_claim_t;
+/* Claim the heap for the depth `how` and, for HZ_CLAIM_IDLE, its idleness
+ * at `now_ms` (the caller's clock) call for, or NONE without claiming. A
+ * live or pooled heap is looked at on each round: its owner's slow paths
+ * since the last look restart its idle time; then the inbox goes home
+ * after the purge delay whenever it holds blocks, and the rest after
+ * HZ_IDLE_FULL_MS, once until new blocks arrive. A pooled heap is idle
+ * from its park (a thread may adopt it, bins and all, meanwhile). */
 hz_collect_depth_t hz_heap_claim(hz_heap_t *heap, uintptr_t token,
-                                 bool idle_only, uint64_t now_ms);
+                                 hz_claim_t how, uint64_t now_ms);
 /* After a barrier on every thread: true if the owner is outside its slow
  * paths, so the claim is exclusive until released. */
 bool hz_heap_owner_quiet(hz_heap_t *heap);

@@ -50,11 +50,15 @@ static hz_collect_depth_t idle_depth(hz_heap_t *heap, uint64_t now_ms) {
 }
 
 hz_collect_depth_t hz_heap_claim(hz_heap_t *heap, uintptr_t token,
-                                 bool idle_only, uint64_t now_ms) {
+                                 hz_claim_t how, uint64_t now_ms) {
   if (heap->state != HZ_HEAP_LIVE && heap->state != HZ_HEAP_POOLED)
     return HZ_COLLECT_NONE;
-  hz_collect_depth_t depth =
-      idle_only ? idle_depth(heap, now_ms) : HZ_COLLECT_FULL;
+  hz_collect_depth_t depth = HZ_COLLECT_FULL;
+  if (how == HZ_CLAIM_IDLE)
+    depth = idle_depth(heap, now_ms);
+  else if (how == HZ_CLAIM_SURPLUS && heap->collect_clean &&
+           !hz_heap_has_incoming(heap))
+    depth = HZ_COLLECT_NONE;
   uintptr_t expected = 0;
   if (depth == HZ_COLLECT_NONE ||
       !atomic_compare_exchange_strong(&heap->collector, &expected, token))

@@ -7,10 +7,11 @@
  *
  * A heap outlives its thread in the pool: a block's page may name it long
  * after its thread exited, and a remote free must always find its inbox.
- * Once a collector finds a pooled heap holding nothing (no page, no block
- * on its way to it) and the pool has more than POOL_KEEP, the heap is
- * retired: taken off the lists and unmapped, its counts kept for the
- * stats report.
+ * The pool keeps POOL_KEEP heaps for threads to come; the collector takes
+ * any beyond at once. Once it finds a pooled heap holding nothing (no
+ * page, no block on its way to it) and the pool has more than POOL_KEEP,
+ * the heap is retired: taken off the lists and unmapped, its counts kept
+ * for the stats report.
  *
  * The purge thread starts when a second thread gets a heap (never in a
  * single-threaded program) unless HZ_PURGE_THREAD=0 or the purge delay is
@@ -164,17 +165,6 @@ static bool heap_retire(hz_heap_t *heap) {
   return retire;
 }
 
-/* Retire a pooled heap if it holds nothing, unless a collection round
- * runs (it walks the list of all; it will retire the heap itself). */
-static void heap_retire_now(hz_heap_t *heap) {
-  if (!hz_lock_try(&collect_lock)) return;
-  uintptr_t token = (uintptr_t)&token;
-  if (hz_heap_claim(heap, token, false, 0) != HZ_COLLECT_NONE &&
-      !heap_retire(heap))
-    hz_heap_release_claim(heap);
-  hz_unlock(&collect_lock);
-}
-
 static hz_heap_t *heap_take(void) {
   hz_lock(&pool_lock);
   hz_heap_t *heap = pool_pop_locked();
@@ -207,8 +197,8 @@ void hz_thread_reclaim_pooled(void) {
   uintptr_t token = (uintptr_t)&token;
   hz_lock(&pool_lock);
   hz_heap_t *heap = pool_pop_locked();
-  bool claimed =
-      heap != NULL && hz_heap_claim(heap, token, false, 0) != HZ_COLLECT_NONE;
+  bool claimed = heap != NULL &&
+                 hz_heap_claim(heap, token, HZ_CLAIM_ANY, 0) != HZ_COLLECT_NONE;
   hz_unlock(&pool_lock);
   if (claimed) {
     /* recycle only, no purge; the bins stay for the thread that adopts
@@ -248,7 +238,15 @@ static hz_heap_t *collect_group(hz_heap_t *self, hz_heap_t *from,
   hz_lock(&pool_lock);
   for (; heap != NULL && n < COLLECT_GROUP; heap = heap->next_all) {
     if (heap == self) continue;
-    depth[n] = hz_heap_claim(heap, token, idle_only, now_ms);
+    /* Pooled heaps past POOL_KEEP are not kept for threads to come: no
+     * idleness to wait for. */
+    bool surplus = heap->state == HZ_HEAP_POOLED &&
+                   atomic_load_explicit(&heaps_pooled_count,
+                                        memory_order_relaxed) > POOL_KEEP;
+    hz_claim_t how = !idle_only ? HZ_CLAIM_ANY
+                     : surplus  ? HZ_CLAIM_SURPLUS
+                                : HZ_CLAIM_IDLE;
+    depth[n] = hz_heap_claim(heap, token, how, now_ms);
     if (depth[n] == HZ_COLLECT_NONE) continue;
     pooled[n] = heap->state == HZ_HEAP_POOLED; /* stays ownerless */
     any_live |= !pooled[n];
@@ -380,22 +378,12 @@ static void thread_exit(void *value) {
   exit_rounds++;
   hz_tool_quiet(true); /* parking writes links into free blocks */
   if (heap == NULL || heap != hz_heap_tls) return;
-  /* With heaps enough in the pool for the threads that come next, the
-   * thread gives back what its heap holds itself (many threads ending at
-   * once do it side by side, not one after another in the purge thread),
-   * and a heap left with nothing retires at once. */
-  bool crowded = atomic_load_explicit(&heaps_pooled_count,
-                                      memory_order_relaxed) >= POOL_KEEP;
-  if (crowded)
-    hz_heap_flush(heap);
-  else
-    hz_heap_park(heap);
+  hz_heap_park(heap);
   hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
   hz_lock(&pool_lock);
   heap_pool_locked(heap);
   if (--heaps_live == 0) pthread_cond_signal(&purge_wake);
   hz_unlock(&pool_lock);
-  if (crowded) heap_retire_now(heap);
 }
 
 static void fork_prepare(void) {
