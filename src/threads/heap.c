@@ -245,6 +245,7 @@ void hz_heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always) {
   int64_t net = (int64_t)(hz_bin_allocs(bin) - frees);
   int64_t delta = net - counts->published;
   int64_t moved = delta < 0 ? -delta : delta;
+  if (moved == 0) return; /* a thread's exit publishes every class */
   if (!always &&
       (moved < LIVE_PUBLISH_STEP ||
        moved * (int64_t)hz_sizeclass_block_size(cls) < LIVE_PUBLISH_BYTES))
