@@ -232,7 +232,7 @@ static int test_destructors(void) {
 #define LARGE_COUNT    40
 #define LARGE_SIZE     (4 * MiB)
 #define LARGE_SLACK    (5 * MiB)
-#define UNWATCHED_KEEP (16 * MiB)
+#define UNWATCHED_KEEP (64 * MiB)
 
 static void *large_blocks[LARGE_COUNT];
 

@@ -20,7 +20,7 @@
  * mappings are purged (their memory given back, the mapping kept) in the
  * order they were freed, once the purge delay has passed and as far as
  * the program's large-block demand has fallen (see Demand below), or at a
- * cache miss over LARGE_DIRTY_KEEP. One mutex guards the cache; no
+ * cache miss over HZ_LARGE_DIRTY_KEEP. One mutex guards the cache; no
  * madvise, mmap or munmap runs under it. */
 #include "large.h"
 
@@ -39,10 +39,6 @@
 #define LARGE_CLASS_COUNT     ((64 - LARGE_CLASS_MIN_SHIFT) * 4)
 #define LARGE_BORROW          3 /* classes below a request's: grown */
 #define LARGE_BORROW_UP       8 /* classes above: two powers of two */
-/* Dirty cached bytes a cache miss leaves resident (or the request's size,
- * if larger): enough for the blocks a program reuses, not for buffers it
- * has left behind. */
-#define LARGE_DIRTY_KEEP ((size_t)64 << 20)
 
 typedef struct {
   hz_segment_t *newest; /* linked by next (towards older) / prev */
@@ -325,8 +321,8 @@ void *hz_large_alloc(size_t size, size_t align, bool zero) {
     if (zero && !seg->zeroed) memset(block, 0, size);
     hz_stats_count_large_reuse();
   } else {
-    hz_large_purge_dirty_over(need > LARGE_DIRTY_KEEP ? need
-                                                      : LARGE_DIRTY_KEEP);
+    hz_large_purge_dirty_over(need > HZ_LARGE_DIRTY_KEEP ? need
+                                                         : HZ_LARGE_DIRTY_KEEP);
     seg = map_region(mapping_size(need), map_align, offset);
     if (seg == NULL) {
       errno = ENOMEM;

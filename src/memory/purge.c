@@ -39,8 +39,8 @@ void hz_purge_tick(void) {
 void hz_purge_large_freed(size_t bytes) {
   hz_purge_tick();
   if (atomic_load_explicit(&purge_background, memory_order_relaxed)) return;
-  hz_large_purge_dirty_over(
-      bytes > HZ_PURGE_UNWATCHED_KEEP ? bytes : HZ_PURGE_UNWATCHED_KEEP);
+  hz_large_purge_dirty_over(bytes > HZ_LARGE_DIRTY_KEEP ? bytes
+                                                        : HZ_LARGE_DIRTY_KEEP);
 }
 
 void hz_purge_set_background(bool running) {

@@ -18,10 +18,9 @@ void hz_purge_run(bool force);
 void hz_purge_tick(void);
 /* A large block of `bytes` was freed into the cache. With no purge thread
  * to give it back later (a single-threaded program, or HZ_PURGE_THREAD=0)
- * the cache keeps at most HZ_PURGE_UNWATCHED_KEEP resident, or this block
- * if larger: a program that frees its buffers and sleeps holds little,
- * one that frees and takes a block again keeps it. */
-#define HZ_PURGE_UNWATCHED_KEEP ((size_t)16 << 20)
+ * the cache keeps at most HZ_LARGE_DIRTY_KEEP resident, or this block if
+ * larger: a program that frees its buffers and sleeps holds a bounded
+ * amount, one that frees and takes blocks again keeps them. */
 void hz_purge_large_freed(size_t bytes);
 /* The purge thread took over (or stopped, e.g. in a fork child). */
 void hz_purge_set_background(bool running);
