@@ -54,6 +54,15 @@ static void fill(void *p, size_t size, int byte) {
   __asm__ volatile("" : : "r"(p) : "memory");
 }
 
+/* malloc `n` blocks of `size` bytes into `slots`, each written. */
+static void alloc_filled(void **slots, size_t n, size_t size, int byte) {
+  for (size_t i = 0; i < n; i++) {
+    slots[i] = malloc(size);
+    CHECK(slots[i] != NULL);
+    if (slots[i] != NULL) fill(slots[i], size, byte);
+  }
+}
+
 /* Poll RSS every 5 ms until it is at most `limit` or `wait_ms` passed;
  * returns the last RSS and sets *took_ms. */
 static size_t rss_wait_below(size_t limit, double wait_ms, double *took_ms) {
@@ -245,11 +254,7 @@ static void *free_large(void *arg) {
 
 static int test_large(bool threaded) {
   size_t rss0 = test_rss_bytes();
-  for (int i = 0; i < LARGE_COUNT; i++) {
-    large_blocks[i] = malloc(LARGE_SIZE);
-    CHECK(large_blocks[i] != NULL);
-    if (large_blocks[i] != NULL) fill(large_blocks[i], LARGE_SIZE, 5);
-  }
+  alloc_filled(large_blocks, LARGE_COUNT, LARGE_SIZE, 5);
   size_t filled = test_rss_bytes();
   if (threaded) {
     pthread_t th;
@@ -275,11 +280,7 @@ static int test_large(bool threaded) {
               ((double)rss - (double)rss0) / MB);
   }
   /* The blocks still come and go: taken again, written, freed. */
-  for (int i = 0; i < LARGE_COUNT; i++) {
-    large_blocks[i] = malloc(LARGE_SIZE);
-    CHECK(large_blocks[i] != NULL);
-    if (large_blocks[i] != NULL) fill(large_blocks[i], LARGE_SIZE, 6);
-  }
+  alloc_filled(large_blocks, LARGE_COUNT, LARGE_SIZE, 6);
   free_large(NULL);
   return check_report(threaded ? "exited_test large_freer"
                                : "exited_test large_single");
@@ -318,11 +319,7 @@ static int test_idle_owner(void) {
   CHECK(idle_blocks != NULL);
   if (idle_blocks == NULL) return check_report("exited_test idle_owner");
   size_t rss0 = test_rss_bytes();
-  for (size_t i = 0; i < IDLE_COUNT; i++) {
-    idle_blocks[i] = malloc(IDLE_BLOCK);
-    CHECK(idle_blocks[i] != NULL);
-    if (idle_blocks[i] != NULL) fill(idle_blocks[i], IDLE_BLOCK, 7);
-  }
+  alloc_filled(idle_blocks, IDLE_COUNT, IDLE_BLOCK, 7);
   size_t filled = test_rss_bytes();
   pthread_t th[IDLE_FREERS];
   for (size_t k = 0; k < IDLE_FREERS; k++)

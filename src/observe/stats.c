@@ -253,8 +253,8 @@ void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
   hz_os_faults(&minor, &major);
   hz_os_print("  rss            %zu bytes (peak %zu), %zu in huge pages; "
               "%llu minor and %llu major page faults\n",
-              rss, peak_rss(rss), hz_os_huge_bytes(), (unsigned long long)minor,
-              (unsigned long long)major);
+              rss, peak_rss(rss), hz_os_huge_bytes(),
+              (unsigned long long)minor, (unsigned long long)major);
   report_sync(h, m);
   report_classes(h);
 }

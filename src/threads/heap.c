@@ -174,11 +174,11 @@ static void heap_unfull(hz_heap_t *heap, hz_page_t *page) {
   queue_push_back(&heap->queues[page->class_id], page);
 }
 
-/* Put a block of ours (a block start) back on its page. A page with every
- * block free already gets one more only through a double free: reported,
- * and the block is not listed twice. */
-/* Put a block back on its page; with `uncarve`, the page's last carved
- * block is carved again later instead (hz_page_uncarve). */
+/* Put a block of ours (a block start) back on its page; with `uncarve`,
+ * the page's last carved block is carved again later instead
+ * (hz_page_uncarve). A page with every block free already gets one more
+ * only through a double free: reported, and the block is not listed
+ * twice. */
 HZ_INLINE void page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block,
                         bool uncarve) {
   if (HZ_UNLIKELY(page->used == 0)) {

@@ -188,8 +188,8 @@ void hz_heap_collect(hz_heap_t *heap, bool purge, hz_bins_take_t bins) {
 }
 
 bool hz_heap_holds_nothing(const hz_heap_t *heap) {
-  if (heap->full.first != NULL || heap->backlog != NULL ||
-      hz_remote_pending(&heap->inbox) || !hz_remote_stash_empty(&heap->stash))
+  if (heap->full.first != NULL || hz_heap_has_incoming(heap) ||
+      !hz_remote_stash_empty(&heap->stash))
     return false;
   for (int kind = 0; kind < HZ_HEAP_SPARE_KINDS; kind++)
     if (heap->spare[kind] != NULL) return false;

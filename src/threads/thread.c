@@ -38,6 +38,7 @@
 
 #include "check.h"
 #include "large.h"
+#include "list.h"
 #include "lock.h"
 #include "options.h"
 #include "os.h"
@@ -55,9 +56,11 @@
 #define PURGE_PERIOD_MIN_MS 10
 #define PURGE_PERIOD_MAX_MS 250
 static hz_lock_t pool_lock = HZ_LOCK_INIT;
-static hz_heap_t *heaps_all;    /* every heap not retired, by next_all */
-static hz_heap_t *heaps_pooled; /* FIFO linked by next_pooled */
-static hz_heap_t *heaps_pooled_tail;
+typedef struct {
+  hz_heap_t *first, *last;
+} heap_list_t;
+static heap_list_t heaps_all;    /* every heap not retired, by next_all */
+static heap_list_t heaps_pooled; /* FIFO by next_pooled */
 static _Atomic size_t heaps_pooled_count;
 static size_t heaps_made;    /* heaps mapped so far (pool lock) */
 static size_t heaps_retired; /* of those, retired (pool lock) */
@@ -103,40 +106,24 @@ static hz_heap_t *heap_new_locked(void) {
   hz_heap_t *heap = hz_os_map(HEAP_MAP_SIZE);
   if (heap == NULL) return NULL;
   hz_heap_init(heap);
-  heap->next_all = heaps_all;
-  if (heaps_all != NULL) heaps_all->prev_all = heap;
-  heaps_all = heap;
+  HZ_LIST_PUSH_FRONT(&heaps_all, first, last, heap, next_all, prev_all);
   heaps_made++;
   return heap;
 }
 
 static void pool_remove_locked(hz_heap_t *heap) {
-  if (heap->prev_pooled != NULL)
-    heap->prev_pooled->next_pooled = heap->next_pooled;
-  else
-    heaps_pooled = heap->next_pooled;
-  if (heap->next_pooled != NULL)
-    heap->next_pooled->prev_pooled = heap->prev_pooled;
-  else
-    heaps_pooled_tail = heap->prev_pooled;
-  heap->next_pooled = heap->prev_pooled = NULL;
+  HZ_LIST_REMOVE(&heaps_pooled, first, last, heap, next_pooled, prev_pooled);
   atomic_fetch_sub_explicit(&heaps_pooled_count, 1, memory_order_relaxed);
 }
 
 static hz_heap_t *pool_pop_locked(void) {
-  hz_heap_t *heap = heaps_pooled;
+  hz_heap_t *heap = heaps_pooled.first;
   if (heap != NULL) pool_remove_locked(heap);
   return heap;
 }
 
 static void pool_push_locked(hz_heap_t *heap) {
-  heap->next_pooled = NULL;
-  heap->prev_pooled = heaps_pooled_tail;
-  if (heaps_pooled_tail != NULL)
-    heaps_pooled_tail->next_pooled = heap;
-  else
-    heaps_pooled = heap;
-  heaps_pooled_tail = heap;
+  HZ_LIST_PUSH_BACK(&heaps_pooled, first, last, heap, next_pooled, prev_pooled);
   atomic_fetch_add_explicit(&heaps_pooled_count, 1, memory_order_relaxed);
 }
 
@@ -152,11 +139,7 @@ static bool heap_retire(hz_heap_t *heap) {
                 hz_heap_holds_nothing(heap);
   if (retire) {
     pool_remove_locked(heap);
-    if (heap->prev_all != NULL)
-      heap->prev_all->next_all = heap->next_all;
-    else
-      heaps_all = heap->next_all;
-    if (heap->next_all != NULL) heap->next_all->prev_all = heap->prev_all;
+    HZ_LIST_REMOVE(&heaps_all, first, last, heap, next_all, prev_all);
     hz_heap_summarize_one(heap, &retired_counts);
     heaps_retired++;
   }
@@ -274,7 +257,7 @@ static hz_heap_t *collect_group(hz_heap_t *self, hz_heap_t *from,
 static void collect_round(hz_heap_t *self, bool idle_only) {
   uint64_t now_ms = hz_os_now_ms();
   hz_lock(&pool_lock);
-  hz_heap_t *next = heaps_all;
+  hz_heap_t *next = heaps_all.first;
   hz_unlock(&pool_lock);
   while (next != NULL)
     next = collect_group(self, next, idle_only, now_ms);
@@ -565,7 +548,7 @@ __attribute__((constructor)) static void thread_process_start(void) {
 }
 
 static bool pool_contains_locked(const hz_heap_t *heap) {
-  for (const hz_heap_t *h = heaps_pooled; h != NULL; h = h->next_pooled)
+  for (const hz_heap_t *h = heaps_pooled.first; h != NULL; h = h->next_pooled)
     if (h == heap) return true;
   return false;
 }
@@ -588,7 +571,7 @@ void hz_heap_fork_parent(void) { hz_unlock(&pool_lock); }
  * pool lock was held across fork). */
 void hz_heap_fork_child(hz_heap_t *survivor) {
   hz_lock_reinit(&pool_lock);
-  for (hz_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all) {
+  for (hz_heap_t *heap = heaps_all.first; heap != NULL; heap = heap->next_all) {
     bool pooled = heap->state == HZ_HEAP_POOLED && pool_contains_locked(heap);
     if (heap != survivor && heap->state != HZ_HEAP_EMPTY && !pooled)
       heap->state = HZ_HEAP_ABANDONED;
@@ -605,7 +588,7 @@ void hz_thread_summarize(hz_heap_summary_t *out) {
   hz_lock(&collect_lock);
   hz_lock(&pool_lock);
   *out = retired_counts;
-  for (hz_heap_t *heap = heaps_all; heap != NULL; heap = heap->next_all) {
+  for (hz_heap_t *heap = heaps_all.first; heap != NULL; heap = heap->next_all) {
     hz_heap_summarize_one(heap, out);
     out->heaps_pooled += heap->state == HZ_HEAP_POOLED;
   }
