@@ -35,7 +35,7 @@
 
 #define KiB    ((size_t)1 << 10)
 #define MiB    ((size_t)1 << 20)
-#define HEADER HZ_SEGMENT_HEADER_SIZE
+#define HEADER HZ_LARGE_HEADER_SIZE
 #define CAP    (64 * MiB)
 
 /* Blocks the test keeps live to the end, so they stay out of the cache. */

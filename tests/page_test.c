@@ -1,9 +1,10 @@
-/* page: carving a page yields distinct in-bounds blocks (in address order
- * in release, each batch a shuffle of its addresses in the secure
- * variants) until it is exhausted, collect moves
- * local frees back for reuse, block_of finds the block of interior
- * pointers, and the list invariant holds throughout. Runs on a page from a
- * real segment, driven directly (no heap). */
+/* page: taking blocks from a fresh page yields distinct in-bounds blocks
+ * (in address order in release, each batch a shuffle of its addresses in
+ * the secure variants) until it is exhausted; blocks put back are handed
+ * out again lowest address first, whatever order they came back in; a
+ * block put back twice is refused; block_of finds the block of interior
+ * pointers; the invariant (used + free bits == capacity) holds throughout.
+ * Runs on a page from a real segment, driven directly (no heap). */
 #include <string.h>
 
 #include "check.h"
@@ -11,18 +12,8 @@
 #include "segment.h"
 #include "sizeclass.h"
 
-static hz_block_t *pop(hz_page_t *page) {
-  hz_block_t *b = page->free;
-  if (b != NULL) {
-    page->free = hz_block_next(b);
-    page->used++;
-  }
-  return b;
-}
-
-static void push_local(hz_page_t *page, hz_block_t *b) {
-  hz_block_set_next(b, page->local_free);
-  page->local_free = b;
+static void put(hz_page_t *page, void *b) {
+  CHECK(hz_page_put_index(page, hz_page_index(page, b)));
   page->used--;
 }
 
@@ -45,15 +36,16 @@ static void exercise_class(uint8_t cls) {
   CHECK(hz_page_heap(page) == (struct hz_heap_s *)fake_heap);
   hz_page_set_flag(page, HZ_PAGE_ALIGNED, false);
   CHECK(hz_page_owner_word(page) == (uintptr_t)fake_heap);
-  CHECK(page->reserved >= 7); /* page 0 shares its slot with the header */
+  /* page 0 shares its slice with the header (descriptors and bitmaps) */
+  CHECK(page->reserved >= 3);
   CHECK(hz_page_start(page) + (size_t)page->reserved * size <=
         hz_page_end(page));
 
-  static hz_block_t *blocks[70000];
+  static hz_block_t *blocks[HZ_PAGE_BLOCKS_MAX];
   size_t n = 0;
   for (;;) {
     void *got[5];
-    uint32_t k = hz_page_carve(page, got, 5);
+    uint32_t k = hz_page_take(page, got, 5);
     if (k == 0) break;
     page->used = (uint16_t)(page->used + k);
     uint8_t *lowest = hz_page_start(page) + (size_t)(page->capacity - k) * size;
@@ -72,25 +64,42 @@ static void exercise_class(uint8_t cls) {
   CHECK_MSG(n == page->reserved, "class %u: %zu blocks, reserved %u", cls, n,
             page->reserved);
   CHECK(page->used == page->reserved);
+  CHECK(!hz_page_has_room(page));
   for (size_t i = 1; i < n; i++)
     CHECK(blocks[i] != blocks[i - 1]);
   /* Interior pointers map back to their block. */
   uint8_t *mid = (uint8_t *)blocks[n / 2];
   CHECK(hz_page_block_of(page, mid + size / 2) == blocks[n / 2]);
   CHECK(!hz_page_is_block_start(page, mid + 8));
-  /* Free half locally, collect, and get exactly those back. */
-  for (size_t i = 0; i < n; i += 2)
-    push_local(page, blocks[i]);
+  /* Put every other block back, highest first; they come back lowest
+   * address first (release), each exactly once. */
+  size_t half = 0;
+  for (size_t i = (n - 1) & ~(size_t)1;; i -= 2) {
+    put(page, blocks[i]);
+    half++;
+    if (i == 0) break;
+  }
   hz_page_check(page);
-  CHECK(page->free == NULL);
-  hz_page_collect(page);
+  CHECK(hz_page_free_count(page) == half);
+  CHECK(!hz_page_put_index(page, hz_page_index(page, blocks[0]))); /* twice */
+  CHECK(hz_page_free_count(page) == half);
   size_t again = 0;
-  while (pop(page) != NULL)
-    again++;
-  CHECK(again == (n + 1) / 2);
+  uint8_t *prev = NULL;
+  void *got[7];
+  for (uint32_t k; (k = hz_page_take(page, got, 7)) != 0;) {
+    page->used = (uint16_t)(page->used + k);
+    for (uint32_t i = 0; i < k; i++, again++) {
+      uint8_t *b = got[i];
+      CHECK(hz_page_index(page, b) % 2 == 0);
+      if (!HZ_SECURE) CHECK(prev == NULL || b == prev + 2 * size);
+      prev = b;
+    }
+  }
+  CHECK(again == half);
   CHECK(page->used == page->reserved);
+  hz_page_check(page);
   for (size_t i = 0; i < n; i++)
-    push_local(page, blocks[i]);
+    put(page, blocks[i]);
   CHECK(hz_page_all_free(page));
   hz_page_check(page);
   hz_segment_page_free(page);

@@ -273,7 +273,7 @@ static hz_segment_t *map_region(size_t map_size, size_t map_align,
   seg->page_shift = 63;
   seg->map_size = map_size;
   seg->zeroed = 1;
-  seg->touched = HZ_SEGMENT_HEADER_SIZE;
+  seg->touched = HZ_LARGE_HEADER_SIZE;
   seg->demand_epoch = 0;
   hz_segment_guard(seg, map_size);
   if (!hz_segment_register(seg)) {
@@ -285,7 +285,7 @@ static hz_segment_t *map_region(size_t map_size, size_t map_align,
 
 /* Where the block of a request with this alignment starts. */
 static size_t block_offset(size_t align) {
-  return align <= HZ_SEGMENT_SIZE ? HZ_ALIGN_UP(HZ_SEGMENT_HEADER_SIZE, align)
+  return align <= HZ_SEGMENT_SIZE ? HZ_ALIGN_UP(HZ_LARGE_HEADER_SIZE, align)
                                   : HZ_SEGMENT_SIZE;
 }
 
@@ -351,8 +351,8 @@ bool hz_large_was_freed(const hz_segment_t *seg, const void *p) {
 }
 
 static bool discard_region(hz_segment_t *seg) {
-  return hz_os_discard((uint8_t *)seg + HZ_SEGMENT_HEADER_SIZE,
-                       seg->map_size - HZ_SEGMENT_HEADER_SIZE,
+  return hz_os_discard((uint8_t *)seg + HZ_LARGE_HEADER_SIZE,
+                       seg->map_size - HZ_LARGE_HEADER_SIZE,
                        hz_option_enabled(HZ_OPTION_PURGE_MADV_FREE));
 }
 
@@ -379,7 +379,7 @@ void hz_large_free(hz_segment_t *seg) {
   if (hz_option(HZ_OPTION_PURGE_DELAY_MS) == 0 || hz_check_zero_on_free) {
     seg->zeroed = discard_region(seg);
     seg->dirty_slices = 0;
-    seg->touched = HZ_SEGMENT_HEADER_SIZE;
+    seg->touched = HZ_LARGE_HEADER_SIZE;
   }
   cache_put(seg, hz_segment_purge_due_from(hz_os_now_ms()));
 }
@@ -472,7 +472,7 @@ static void purge_oldest_locked(void) {
   hz_unlock(&large_lock);
   seg->zeroed = discard_region(seg); /* not with MADV_FREE */
   seg->dirty_slices = 0;
-  seg->touched = HZ_SEGMENT_HEADER_SIZE;
+  seg->touched = HZ_LARGE_HEADER_SIZE;
   hz_lock(&large_lock);
   cache_link(seg, 0);
   hz_unlock(&large_lock);

@@ -1,8 +1,10 @@
-/* page: carving a page into blocks of one class and moving blocks between
- * its lists. Only the owning heap's thread calls these. */
+/* page: carving a page into blocks of one class, its bitmap of free
+ * blocks (handed out lowest address first), and giving back the memory of
+ * its free blocks. Only the owning heap's thread (or a collector holding
+ * that heap) calls these. */
 #include "page.h"
 
-#include <stdio.h>
+#include <string.h>
 
 #include "os.h"
 #include "sizeclass.h"
@@ -13,48 +15,38 @@ void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id) {
   page->class_id = class_id;
   HZ_SHARED_SET(page->block_size, (uint32_t)block_size);
   page->reserved = (uint16_t)(hz_page_area(page) / block_size);
+  HZ_ASSERT(page->reserved <= HZ_PAGE_BLOCKS_MAX);
   page->capacity = 0;
   HZ_SHARED_SET(page->used, 0);
-  page->free = NULL;
-  page->local_free = NULL;
+  memset(page->free_bits, 0,
+         hz_page_words(page->reserved) * sizeof page->free_bits[0]);
+  page->bits_from = 0;
   page->in_full = 0;
   page->next = page->prev = NULL;
 }
 
-void hz_page_collect(hz_page_t *page) {
-  if (page->free == NULL && page->local_free != NULL) {
-    page->free = page->local_free;
-    page->local_free = NULL;
-  }
-}
-
-/* Secure variants: the order in which fresh blocks are handed out is not
- * predictable from the last one, and each carries the free mark. */
-static void page_secure_fresh(void **out, uint32_t n) {
+/* Secure variants: the order in which blocks are handed out is not
+ * predictable from the last one. */
+static void page_shuffle(void **out, uint32_t n) {
   for (uint32_t i = n; i-- > 1;) {
     uint32_t j = (uint32_t)(hz_check_random() % (i + 1));
     void *t = out[i];
     out[i] = out[j];
     out[j] = t;
   }
-  for (uint32_t i = 0; i < n; i++)
+}
+
+void hz_page_secure_batch(void **out, uint32_t freed, uint32_t n) {
+  for (uint32_t i = freed; i < n; i++) /* freed ones carry theirs */
     ((uintptr_t *)out[i])[1] = hz_check_mark(out[i]);
+  page_shuffle(out, n);
 }
 
-uint32_t hz_page_carve(hz_page_t *page, void **out, uint32_t max) {
-  uint32_t left = (uint32_t)page->reserved - page->capacity;
-  uint32_t n = max < left ? max : left;
-  uint8_t *first =
-      hz_page_start(page) + (size_t)page->capacity * page->block_size;
-  for (uint32_t i = 0; i < n; i++)
-    out[i] = first + (size_t)i * page->block_size;
-  if (HZ_SECURE) page_secure_fresh(out, n);
-  page->capacity += n;
+uint32_t hz_page_free_count(const hz_page_t *page) {
+  uint32_t n = 0;
+  for (uint32_t w = 0; w < hz_page_words(page->capacity); w++)
+    n += (uint32_t)__builtin_popcountll(page->free_bits[w]);
   return n;
-}
-
-void hz_page_bad_link(const hz_page_t *page, const hz_block_t *block) {
-  hz_check_fail(HZ_CHECK_CORRUPT_LIST, block, page->class_id, page->block_size);
 }
 
 static void discard_range(uint8_t *from, uint8_t *to, bool lazy) {
@@ -64,20 +56,27 @@ static void discard_range(uint8_t *from, uint8_t *to, bool lazy) {
   if (a < b) hz_os_discard(a, (size_t)(b - a), lazy);
 }
 
-static void discard_list(const hz_page_t *page, hz_block_t *block, size_t size,
-                         bool lazy) {
-  for (; block != NULL; block = hz_page_next(page, block))
-    discard_range((uint8_t *)block + sizeof *block, (uint8_t *)block + size,
-                  lazy);
+/* The end of the run of free blocks from block `i` on (bits set). */
+static uint32_t page_free_run_end(const hz_page_t *page, uint32_t i) {
+  while (i < page->capacity && hz_page_bit(page, i))
+    i++;
+  return i;
 }
 
 void hz_page_discard_free(hz_page_t *page, bool lazy) {
   size_t size = page->block_size;
-  discard_range(hz_page_start(page) + (size_t)page->capacity * size,
-                hz_page_end(page), lazy);
-  if (size < 2 * hz_os_page_size()) return; /* no whole page inside */
-  discard_list(page, page->free, size, lazy);
-  discard_list(page, page->local_free, size, lazy);
+  uint8_t *start = hz_page_start(page);
+  discard_range(start + (size_t)page->capacity * size, hz_page_end(page),
+                lazy);
+  size_t keep = HZ_SECURE ? 2 * sizeof(void *) : 0; /* the free mark */
+  if (HZ_SECURE && size < 2 * hz_os_page_size()) return;
+  for (uint32_t i = 0; i < page->capacity; i++) {
+    if (!hz_page_bit(page, i)) continue;
+    uint32_t end = HZ_SECURE ? i + 1 : page_free_run_end(page, i);
+    discard_range(start + (size_t)i * size + keep, start + (size_t)end * size,
+                  lazy);
+    i = end;
+  }
 }
 
 hz_block_t *hz_page_block_of(const hz_page_t *page, const void *p) {
@@ -109,22 +108,14 @@ bool hz_page_is_block_start(const hz_page_t *page, const void *p) {
 }
 
 #ifdef HZ_DEBUG
-/* A list longer than the page's blocks runs in a circle: a freed block was
- * overwritten, which is reported as such, not as a broken invariant. */
-static size_t list_length(const hz_page_t *page, const hz_block_t *b) {
-  size_t n = 0;
-  for (; b != NULL; b = hz_page_next(page, b)) {
-    HZ_ASSERT(hz_page_is_block_start(page, b));
-    if (++n > page->capacity) hz_page_bad_link(page, b);
-  }
-  return n;
-}
-
 void hz_page_check(const hz_page_t *page) {
   HZ_ASSERT(hz_page_heap(page) != NULL);
   HZ_ASSERT(page->capacity <= page->reserved);
-  size_t free_count = list_length(page, page->free);
-  size_t local_count = list_length(page, page->local_free);
-  HZ_ASSERT(page->used + free_count + local_count == page->capacity);
+  uint32_t words = hz_page_words(page->capacity);
+  for (uint32_t w = 0; w < page->bits_from && w < words; w++)
+    HZ_ASSERT(page->free_bits[w] == 0);
+  if (page->capacity % 64 != 0) /* no free bit past the carved blocks */
+    HZ_ASSERT((page->free_bits[words - 1] >> (page->capacity % 64)) == 0);
+  HZ_ASSERT(page->used + hz_page_free_count(page) == page->capacity);
 }
 #endif

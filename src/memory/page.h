@@ -1,16 +1,23 @@
-/* page: a run of equal-sized blocks of one size class, owned by one heap.
+/* page: a run of equal-sized blocks of one size class, owned by one heap,
+ * and which of its blocks are free.
  *
- * Ownership: every field is touched only by the owning heap's thread, with
- * two exceptions: `owner` is read by any thread freeing a block of the page
- * (it is stable while any block is live), and the descriptor is handed
- * between heaps only through the segment box, under its lock, while the page
- * holds no live block.
+ * A page keeps its free blocks as a bitmap, one bit per block, out of the
+ * blocks themselves (in its segment's header): a freed block holds nothing
+ * the allocator trusts, so a use after free cannot steer malloc, and a
+ * block freed twice finds its bit set. Blocks leave the page lowest
+ * address first, so consecutive mallocs walk up through memory.
+ *
+ * Ownership: every field is touched only by the owning heap's thread (or a
+ * collector holding that heap), with two exceptions: `owner` is read by
+ * any thread freeing a block of the page (it is stable while any block is
+ * live), and the descriptor is handed between heaps only through the
+ * segment box, under its lock, while the page holds no live block.
  *
  * Invariant (checked in debug builds):
- *   used + |free| + |local_free| == capacity <= reserved
- * where `used` counts blocks handed out and not yet back on this page's
- * lists — blocks cached in a bin, stashed or waiting in an inbox still
- * count as used. */
+ *   used + |free bits| == capacity <= reserved
+ * where `used` counts blocks handed out and not yet back on the page —
+ * blocks cached in a bin, stashed or waiting in an inbox still count as
+ * used. Blocks past `capacity` were never carved (or were carved again). */
 #ifndef HZ_PAGE_H
 #define HZ_PAGE_H
 
@@ -22,11 +29,10 @@
 #include "config.h"
 #include "sizeclass.h"
 
-/* A free block: its first word links it into a list (page lists, stash,
- * inbox), stored through hz_block_next/hz_block_set_next, encoded. In the
- * secure variants the second word is the free mark (check.h); a header of
- * a stash or inbox list names other freed blocks in the words after those
- * (remote.h). */
+/* A freed block on its way home: its first word links it into a list
+ * (stash, inbox; remote.h), stored through hz_block_next/hz_block_set_next,
+ * encoded. In the secure variants the second word is the free mark
+ * (check.h). */
 typedef struct hz_block_s {
   struct hz_block_s *next;
 } hz_block_t;
@@ -39,6 +45,11 @@ HZ_INLINE void hz_block_set_next(hz_block_t *block, hz_block_t *next) {
   block->next = hz_check_encode(block, next);
 }
 
+/* Most blocks a page holds (16-byte blocks in a 64 KiB page), and the
+ * words of its bitmap. */
+#define HZ_PAGE_BLOCKS_MAX   4096
+#define HZ_PAGE_BITMAP_WORDS (HZ_PAGE_BLOCKS_MAX / 64)
+
 struct hz_heap_s;
 
 /* Flag bits kept in the low bits of hz_page_t.owner (heaps are 64-byte
@@ -47,7 +58,6 @@ struct hz_heap_s;
 /* HZ_PAGE_ALIGNED: a block was handed out at an offset (the secure
  * variants: a block served an aligned request). */
 #define HZ_PAGE_ALIGNED 1u
-#define HZ_PAGE_RETIRED 2u /* on its heap's spare list: no block in use */
 #define HZ_PAGE_SAMPLED 4u /* may hold blocks the profiler sampled */
 /* The whole owner word of a slice inside a page of several slices (no
  * heap): the free fast path's compare fails on it, and the descriptor's
@@ -57,8 +67,10 @@ struct hz_heap_s;
 
 /* 64 bytes, so segment -> descriptor is a shift. */
 typedef struct hz_page_s {
-  hz_block_t *free;       /* blocks ready for malloc */
-  hz_block_t *local_free; /* blocks freed by the owner since the last collect */
+  uint64_t *free_bits; /* bit i: block i is free (segment header) */
+  uint16_t bits_from;  /* no free bit in the words below this one */
+  uint16_t unused16;
+  uint32_t unused32;
   /* Owner heap | flags, 0 when the page is free. The free fast path
    * compares it with the current heap: equal means ours and no flag set. */
   _Atomic uintptr_t owner;
@@ -91,19 +103,96 @@ HZ_INLINE void hz_page_set_start(hz_page_t *page, uint8_t *start) {
   page->start_word = HZ_VALGRIND ? ~word : word;
 }
 
-/* Set the page up for `class_id`, owned by `heap`. */
+/* Set the page up for `class_id`, owned by `heap`: no block carved. */
 void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id);
-/* Move local_free onto free (when free is empty). */
-void hz_page_collect(hz_page_t *page);
-/* Carve up to `max` never-used blocks, their addresses into `out` (in
- * address order; shuffled in the secure variants); returns how many. The
- * caller holds them as used. Release writes nothing into the blocks, so
- * memory is first touched by the program that gets it. */
-uint32_t hz_page_carve(hz_page_t *page, void **out, uint32_t max);
+
+/* Words of the bitmap that `blocks` blocks use. */
+HZ_INLINE uint32_t hz_page_words(uint32_t blocks) { return (blocks + 63) / 64; }
+
+/* Up to `max` (> 0) free blocks, lowest address first, their bits
+ * cleared; the page has at least one (used < capacity). */
+HZ_INLINE uint32_t hz_page_take_free(hz_page_t *page, void **out,
+                                     uint32_t max) {
+  uint8_t *start = hz_page_start(page);
+  size_t size = page->block_size;
+  uint64_t *bits = page->free_bits;
+  uint32_t words = hz_page_words(page->capacity);
+  uint32_t w = page->bits_from;
+  uint32_t n = 0;
+  for (; w < words; w++) {
+    uint64_t word = bits[w];
+    while (word != 0) {
+      out[n++] = start + (size_t)(w * 64 + (uint32_t)__builtin_ctzll(word)) *
+                             size;
+      word &= word - 1;
+      if (n == max) {
+        bits[w] = word;
+        page->bits_from = (uint16_t)w;
+        return n;
+      }
+    }
+    bits[w] = 0;
+  }
+  page->bits_from = (uint16_t)w;
+  return n;
+}
+
+/* Up to `max` never-used blocks, in address order. */
+HZ_INLINE uint32_t hz_page_carve(hz_page_t *page, void **out, uint32_t max) {
+  uint32_t left = (uint32_t)page->reserved - page->capacity;
+  uint32_t n = max < left ? max : left;
+  uint8_t *first =
+      hz_page_start(page) + (size_t)page->capacity * page->block_size;
+  for (uint32_t i = 0; i < n; i++)
+    out[i] = first + (size_t)i * page->block_size;
+  page->capacity += n;
+  return n;
+}
+
+/* The secure variants' share of hz_page_take: mark the fresh blocks of a
+ * batch (from `freed` on) and shuffle it. */
+void hz_page_secure_batch(void **out, uint32_t freed, uint32_t n);
+
+/* Hand out up to `max` blocks into `out`: the page's free blocks lowest
+ * address first, then fresh ones carved in address order (release writes
+ * nothing into them, so memory is first touched by the program that gets
+ * it). The secure variants shuffle each batch and mark the fresh blocks
+ * (check.h). Returns how many; the caller holds them as used. */
+HZ_INLINE uint32_t hz_page_take(hz_page_t *page, void **out, uint32_t max) {
+  uint32_t n = 0;
+  if (page->used < page->capacity) n = hz_page_take_free(page, out, max);
+  uint32_t all = n < max ? n + hz_page_carve(page, out + n, max - n) : n;
+  if (HZ_SECURE) hz_page_secure_batch(out, n, all);
+  return all;
+}
+
+/* The index of `block`, a block start of the page. */
+HZ_INLINE uint32_t hz_page_index(const hz_page_t *page, const void *block) {
+  uint32_t offset =
+      (uint32_t)((uintptr_t)block - (uintptr_t)hz_page_start(page));
+  return hz_sizeclass_block_index(page->class_id, offset);
+}
+
+HZ_INLINE bool hz_page_bit(const hz_page_t *page, uint32_t index) {
+  return (page->free_bits[index / 64] >> (index % 64)) & 1;
+}
+
+/* Block `index` (carved, handed out) comes back: its bit is set. False,
+ * nothing changed, when it is set already (a double free). The caller
+ * lowers `used`. */
+HZ_INLINE bool hz_page_put_index(hz_page_t *page, uint32_t index) {
+  uint64_t bit = (uint64_t)1 << (index % 64);
+  uint64_t *word = &page->free_bits[index / 64];
+  if (HZ_UNLIKELY(*word & bit)) return false;
+  *word |= bit;
+  if (index / 64 < page->bits_from) page->bits_from = (uint16_t)(index / 64);
+  return true;
+}
+
 /* A block coming back that is the last one carved is carved again later
- * instead of linked, so memory a thread never wrote stays untouched (bins
- * give fresh blocks back highest address first). True if it was. Not in
- * the secure variants, whose fresh blocks come in random order. */
+ * instead of marked free, so memory a thread never wrote stays untouched
+ * (bins give fresh blocks back highest address first). True if it was. Not
+ * in the secure variants, whose fresh blocks come in random order. */
 HZ_INLINE bool hz_page_uncarve(hz_page_t *page, const void *block) {
   if (HZ_SECURE || page->capacity == 0 ||
       (const uint8_t *)block !=
@@ -113,17 +202,16 @@ HZ_INLINE bool hz_page_uncarve(hz_page_t *page, const void *block) {
   return true;
 }
 
+/* A free block or room to carve one. */
 HZ_INLINE bool hz_page_has_room(const hz_page_t *page) {
-  return page->free != NULL || page->capacity < page->reserved;
+  return page->used < page->reserved;
 }
-/* Give back the memory of the page's free blocks (all but each block's
- * first word, whole OS pages only) and of its part never carved into
- * blocks, keeping the page in use. Owner (or a collector holding the
- * heap) only. */
+
+/* Give back the memory of the page's free blocks (whole OS pages inside
+ * runs of free blocks; the secure variants keep each block's first words,
+ * its free mark) and of its part never carved into blocks, keeping the
+ * page in use. Owner (or a collector holding the heap) only. */
 void hz_page_discard_free(hz_page_t *page, bool lazy);
-/* Report a link of the page's lists that leads out of its blocks. */
-void hz_page_bad_link(const hz_page_t *page, const hz_block_t *block)
-    __attribute__((cold));
 /* The block a pointer names among the page's first `limit` blocks (see
  * hz_page_is_block): p itself when it is a block start, the block around
  * it when p is where memalign handed that block out (check.h), NULL
@@ -134,6 +222,8 @@ hz_block_t *hz_page_block_named(const hz_page_t *page, const void *p,
 hz_block_t *hz_page_block_of(const hz_page_t *page, const void *p);
 /* True if p is exactly at a block boundary of the page. */
 bool hz_page_is_block_start(const hz_page_t *page, const void *p);
+/* Free blocks on the page (its free bits). */
+uint32_t hz_page_free_count(const hz_page_t *page);
 
 #ifdef HZ_DEBUG
 void hz_page_check(const hz_page_t *page);
@@ -177,20 +267,6 @@ HZ_INLINE bool hz_page_is_block(const hz_page_t *page, const void *p,
                                 uint32_t limit) {
   uint32_t offset = (uint32_t)((uintptr_t)p - (uintptr_t)hz_page_start(page));
   return hz_sizeclass_block_index(page->class_id, offset) < limit;
-}
-
-/* The next block of one of the page's lists. A link that leads out of the
- * page's blocks (a freed block was overwritten) is reported: the secure
- * variants stop, release ends the list there (NULL). */
-HZ_INLINE hz_block_t *hz_page_next(const hz_page_t *page,
-                                   const hz_block_t *block) {
-  hz_block_t *next = hz_block_next(block);
-  if (HZ_UNLIKELY(next != NULL &&
-                  !hz_page_is_block(page, next, page->capacity))) {
-    hz_page_bad_link(page, block);
-    return NULL; /* release: the rest of the list is lost */
-  }
-  return next;
 }
 
 /* Bytes from the page's first block to its end (start and end lie on

@@ -17,6 +17,8 @@
  * segment outside the arena is set for exactly as long as it is mapped. */
 #include "segment.h"
 
+#include <stddef.h>
+
 #include <string.h>
 
 #include "arena.h"
@@ -33,6 +35,8 @@ _Atomic uint8_t hz_segment_map[HZ_SEGMENT_MAP_ENTRIES];
 
 _Static_assert(sizeof(hz_segment_t) <= HZ_SEGMENT_META_SIZE,
                "segment header too large");
+_Static_assert(offsetof(hz_segment_t, free_bits) <= HZ_LARGE_META_SIZE,
+               "a large block's header holds all but the bitmaps");
 
 static hz_lock_t segment_lock = HZ_LOCK_INIT;
 static hz_segment_t *segment_cache; /* empty segments, newest first */
@@ -110,7 +114,9 @@ size_t hz_segment_count(void) {
 void hz_segment_guard(hz_segment_t *seg, size_t map_size) {
   if (!HZ_SECURE) return;
   uint8_t *base = (uint8_t *)seg;
-  hz_os_protect(base + HZ_SEGMENT_META_SIZE, HZ_GUARD_SIZE, false);
+  size_t meta =
+      seg->kind == HZ_SEGMENT_LARGE ? HZ_LARGE_META_SIZE : HZ_SEGMENT_META_SIZE;
+  hz_os_protect(base + meta, HZ_GUARD_SIZE, false);
   hz_os_protect(base + map_size - HZ_GUARD_SIZE, HZ_GUARD_SIZE, false);
 }
 
@@ -453,6 +459,7 @@ static hz_page_t *page_make(hz_segment_t *seg, unsigned first, unsigned n) {
   uint8_t *end = base + ((size_t)(first + n) << HZ_SLICE_SHIFT);
   if (first + n == HZ_SLICES) end -= HZ_GUARD_SIZE;
   memset(page, 0, sizeof *page);
+  page->free_bits = seg->free_bits[first];
   hz_page_set_start(page, start);
   HZ_ASSERT(((uintptr_t)start | (uintptr_t)end) % 4096 == 0);
   hz_page_set_area(page, (size_t)(end - start));

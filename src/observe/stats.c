@@ -72,6 +72,7 @@ void hz_stats_heap_add(hz_heap_stats_t *into, const hz_heap_stats_t *from) {
   into->batches_published += HZ_SHARED_GET(from->batches_published);
   into->inbox_drains += HZ_SHARED_GET(from->inbox_drains);
   into->drained_blocks += HZ_SHARED_GET(from->drained_blocks);
+  into->drained_headers += HZ_SHARED_GET(from->drained_headers);
   into->slow_mallocs += HZ_SHARED_GET(from->slow_mallocs);
   into->collections += HZ_SHARED_GET(from->collections);
   into->bin_blocks_taken += HZ_SHARED_GET(from->bin_blocks_taken);

@@ -16,6 +16,7 @@ typedef struct {
   uint64_t batches_published;   /* stash lists pushed onto inboxes */
   uint64_t inbox_drains;        /* non-empty inbox takes */
   uint64_t drained_blocks;      /* blocks received through the inbox */
+  uint64_t drained_headers;     /* headers read to take them home */
   uint64_t slow_mallocs;        /* mallocs that left the fast path */
   uint64_t collections;         /* times another thread collected the heap */
   uint64_t bin_blocks_taken;    /* blocks a collector took from its bins */

@@ -35,7 +35,7 @@ HZ_INLINE void heap_free_remote(hz_heap_t *heap, hz_page_t *page,
   uint8_t cls = page->class_id;
   size_t size = page->block_size;
   HZ_SHARED_ADD(heap->counts[cls].remote_frees, 1);
-  unsigned published = hz_remote_stash(&heap->stash, dest, block, size);
+  unsigned published = hz_remote_stash(&heap->stash, dest, page, block, size);
   if (published != 0) {
     HZ_SHARED_ADD(heap->stats.batches_published, published);
     hz_heap_publish_counts(heap, cls, false);
@@ -94,10 +94,6 @@ hz_block_t *hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg,
   }
   hz_block_t *block = heap_block_to_free(page, p, owner == heap);
   if (block == NULL) return NULL;
-  if (HZ_UNLIKELY(hz_heap_page_is_retired(page))) {
-    hz_heap_double_free(page, block);
-    return NULL;
-  }
   hz_check_freeing(block, page->class_id, page->block_size);
   if (HZ_UNLIKELY(hz_page_flags(page) & HZ_PAGE_SAMPLED))
     heap_forget_sampled(heap, page, block);

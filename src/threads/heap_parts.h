@@ -69,11 +69,6 @@ HZ_INLINE void hz_bin_moved(hz_bin_t *bin, int64_t n) {
   bin->free_base -= (uint64_t)n;
 }
 
-/* A spare page (every block free): a free to it is a double free. */
-HZ_INLINE bool hz_heap_page_is_retired(const hz_page_t *page) {
-  return (hz_page_flags(page) & HZ_PAGE_RETIRED) != 0;
-}
-
 HZ_INLINE void hz_heap_double_free(const hz_page_t *page, const void *block) {
   hz_check_fail("double free", block, page->class_id, page->block_size);
 }
@@ -86,17 +81,14 @@ void hz_heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n);
 /* Return every block of a bin to its page, never writing into one that
  * was carved and not handed out. */
 void hz_heap_bin_empty(hz_heap_t *heap, hz_bin_t *bin);
-/* An empty page leaves its queue for the spares (or its segment). */
+/* An empty page leaves its queue for its segment. */
 void hz_heap_retire_page(hz_heap_t *heap, hz_page_t *page);
-void hz_heap_spare_release(hz_heap_t *heap);
 void hz_heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always);
 void hz_heap_flush_stash(hz_heap_t *heap);
-/* Blocks wait in the inbox or the backlog (a collector may ask before it
- * claims the heap). */
+/* Blocks wait in the inbox (a collector may ask before it claims the
+ * heap). */
 bool hz_heap_has_incoming(const hz_heap_t *heap);
-/* Take the inbox home: into bins until class `want`'s is full, or with
- * HZ_DRAIN_TO_PAGES everything onto its pages. */
-#define HZ_DRAIN_TO_PAGES HZ_CLASS_COUNT
-void hz_heap_drain_inbox(hz_heap_t *heap, unsigned want);
+/* Take the inbox home, each header's blocks onto their page. */
+void hz_heap_drain_inbox(hz_heap_t *heap);
 
 #endif
