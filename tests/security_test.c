@@ -608,7 +608,8 @@ static uintptr_t segment_of_small_block(void) {
 
 static void case_guard_head(void) {
   uintptr_t base = segment_of_small_block();
-  volatile unsigned char *guard = (unsigned char *)(base + 8192);
+  /* after the header: descriptors and the pages' free bitmaps, 40 KiB */
+  volatile unsigned char *guard = (unsigned char *)(base + (40 << 10));
   note_addr(guard);
   expect_guard_page(guard);
   *guard = 1;
@@ -734,6 +735,21 @@ static void random_order_after(const case_t *c, const char *notes);
         WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL                             \
   }
 
+/* Blocks freed by their owner wait on their page, whose free blocks are a
+ * bitmap out of the blocks: what a use after free writes there steers
+ * nothing and spoils no list, so release reports nothing (the case still
+ * fails if malloc hands out the aim, a live block or one block twice).
+ * Writing the second word spoils the secure variants' free mark. */
+#define UNLISTED_STEER(name, run)                                              \
+  {                                                                            \
+    name, run, SEC | DBG | REL, OUT_ABORT, OUT_CLEAN, WRITE_AFTER_FREE, NULL,  \
+        NULL, NULL                                                             \
+  }
+#define UNLISTED_FLIP(name, run)                                               \
+  {                                                                            \
+    name, run, SEC | DBG | REL, OUT_CLEAN, OUT_CLEAN, NULL, NULL, NULL, NULL   \
+  }
+
 static const case_t cases[] = {
     {"double_free.immediate", case_df_immediate, SEC | DBG, OUT_ABORT, 0,
      DOUBLE_FREE, NULL, NULL, NULL},
@@ -779,11 +795,11 @@ static const case_t cases[] = {
      WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL},
     {"signal_reentry", case_signal_reentry, SEC | DBG, OUT_ABORT, 0, REENTERED,
      NULL, NULL, NULL},
-    STEERED("steer.page_list_64", case_steer_64),
-    STEERED("steer.page_list_1024", case_steer_1024),
+    UNLISTED_STEER("steer.page_list_64", case_steer_64),
+    UNLISTED_STEER("steer.page_list_1024", case_steer_1024),
     STEERED("steer.cross_thread", case_steer_cross_thread),
-    STEERED("flip.page_list_64", case_flip_64),
-    STEERED("flip.page_list_32", case_flip_32),
+    UNLISTED_FLIP("flip.page_list_64", case_flip_64),
+    UNLISTED_FLIP("flip.page_list_32", case_flip_32),
     STEERED("flip.cross_thread_64", case_flip_cross_64),
     STEERED("flip.cross_thread_1024", case_flip_cross_1024),
     {"overflow.1_byte", case_overflow_1, DBG, OUT_ABORT, 0,

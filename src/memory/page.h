@@ -58,6 +58,7 @@ struct hz_heap_s;
 /* HZ_PAGE_ALIGNED: a block was handed out at an offset (the secure
  * variants: a block served an aligned request). */
 #define HZ_PAGE_ALIGNED 1u
+#define HZ_PAGE_RETIRED 2u /* on its heap's spare list: no block in use */
 #define HZ_PAGE_SAMPLED 4u /* may hold blocks the profiler sampled */
 /* The whole owner word of a slice inside a page of several slices (no
  * heap): the free fast path's compare fails on it, and the descriptor's

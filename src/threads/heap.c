@@ -97,13 +97,71 @@ void hz_heap_arm_sampling(hz_heap_t *heap) {
 }
 
 /* ---------------------------------------------------------------------------
+ * Spare pages
+ * ------------------------------------------------------------------------- */
+static const uint8_t spare_max[HZ_HEAP_SPARE_KINDS] = {
+    [HZ_KIND_SMALL] = 4,  /* 256 KiB */
+    [HZ_KIND_MEDIUM] = 2, /* 256 KiB */
+    [HZ_KIND_WIDE] = 2,   /* 1 MiB */
+    [HZ_KIND_BIG] = 1,
+};
+
+static hz_page_kind_t page_kind(const hz_page_t *page) {
+  return hz_segment_kind_for(page->block_size);
+}
+
+/* Keep an empty page for reuse, or give it back to its segment. A spare
+ * page is flagged retired: the free fast path leaves it to the generic
+ * path, which reports any free to it (all its blocks are free already). */
+static void heap_spare_push(hz_heap_t *heap, hz_page_t *page) {
+  hz_page_kind_t kind = page_kind(page);
+  if (heap->spare_count[kind] >= spare_max[kind]) {
+    hz_segment_page_free(page);
+    return;
+  }
+  hz_page_set_flag(page, HZ_PAGE_RETIRED, true);
+  page->prev = NULL;
+  page->next = heap->spare[kind];
+  heap->spare[kind] = page;
+  heap->spare_count[kind]++;
+}
+
+/* A spare page of `kind`, preferring one already cut for `cls`. */
+static hz_page_t *heap_spare_take(hz_heap_t *heap, hz_page_kind_t kind,
+                                  uint8_t cls) {
+  hz_page_t **link = &heap->spare[kind];
+  if (*link == NULL) return NULL;
+  while (*link != NULL && (*link)->class_id != cls)
+    link = &(*link)->next;
+  if (*link == NULL) link = &heap->spare[kind];
+  hz_page_t *page = *link;
+  *link = page->next;
+  page->next = NULL;
+  heap->spare_count[kind]--;
+  hz_page_set_flag(page, HZ_PAGE_RETIRED, false);
+  return page;
+}
+
+void hz_heap_spare_release(hz_heap_t *heap) {
+  for (int kind = 0; kind < HZ_HEAP_SPARE_KINDS; kind++) {
+    while (heap->spare[kind] != NULL) {
+      hz_page_t *page = heap->spare[kind];
+      heap->spare[kind] = page->next;
+      hz_segment_page_free(page);
+    }
+    heap->spare_count[kind] = 0;
+  }
+  hz_segment_set_trim(&heap->segments);
+}
+
+/* ---------------------------------------------------------------------------
  * Freeing
  * ------------------------------------------------------------------------- */
 void hz_heap_retire_page(hz_heap_t *heap, hz_page_t *page) {
   queue_remove(page->in_full ? &heap->full : &heap->queues[page->class_id],
                page);
   HZ_SHARED_ADD(heap->stats.pages_retired, 1);
-  hz_segment_page_free(page);
+  heap_spare_push(heap, page);
 }
 
 static void heap_page_emptied(hz_heap_t *heap, hz_page_t *page) {
@@ -350,14 +408,19 @@ bool hz_heap_has_incoming(const hz_heap_t *heap) {
 /* ---------------------------------------------------------------------------
  * Allocating
  * ------------------------------------------------------------------------- */
-/* A fresh page for class `cls` from the heap's segments. */
+/* A page for class `cls` with room: a spare page (one of the class keeps
+ * its bitmap: every block free), or a fresh one from the segments. */
 static hz_page_t *heap_new_page(hz_heap_t *heap, uint8_t cls) {
   hz_page_kind_t kind = hz_segment_kind_for(hz_sizeclass_block_size(cls));
-  hz_page_t *page = hz_segment_page_alloc(&heap->segments, kind);
-  if (page == NULL) return NULL;
-  HZ_SHARED_ADD(heap->stats.pages_acquired, 1);
-  if (hz_heap_has_incoming(heap))
-    HZ_SHARED_ADD(heap->stats.pages_fresh_pending, 1);
+  hz_page_t *page = heap_spare_take(heap, kind, cls);
+  if (page != NULL && page->class_id == cls) return page;
+  if (page == NULL) {
+    page = hz_segment_page_alloc(&heap->segments, kind);
+    if (page == NULL) return NULL;
+    HZ_SHARED_ADD(heap->stats.pages_acquired, 1);
+    if (hz_heap_has_incoming(heap))
+      HZ_SHARED_ADD(heap->stats.pages_fresh_pending, 1);
+  }
   hz_page_init(page, heap, cls);
   return page;
 }

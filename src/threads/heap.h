@@ -50,6 +50,12 @@ typedef enum {
  * refill takes half a bin from one page's bitmap, and a bin of 2 paid that
  * for one block (hot_pair, 70000-200000 B random: 158 instructions per
  * pair with 2, 129 with 4; a bin of 256 KiB blocks holds 1 MiB). */
+/* Empty pages a heap keeps per page kind (small, medium, wide, big) so that a
+ * class which empties and refills pages does not go through its segment
+ * each time, and a late free to a page just emptied is still told as a
+ * double free. */
+#define HZ_HEAP_SPARE_KINDS HZ_KIND_COUNT
+
 #define HZ_BIN_SLOTS 32
 #define HZ_BIN_BYTES ((size_t)512 << 10)
 #define HZ_BIN_MIN   4
@@ -123,6 +129,8 @@ typedef struct hz_heap_s {
   _Alignas(64) hz_inbox_t inbox;
   _Alignas(64) hz_stash_t stash; /* our frees bound for other heaps */
   hz_segment_set_t segments;      /* where its pages are cut from */
+  hz_page_t *spare[HZ_HEAP_SPARE_KINDS]; /* empty pages, linked by next */
+  uint8_t spare_count[HZ_HEAP_SPARE_KINDS];
   hz_heap_stats_t stats;
   hz_heap_state_t state;
   /* Collection handshake (see the top of this file). */

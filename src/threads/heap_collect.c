@@ -150,7 +150,7 @@ static void heap_collect(hz_heap_t *heap) {
       page = next;
     }
   }
-  hz_segment_set_trim(&heap->segments);
+  hz_heap_spare_release(heap);
 }
 
 /* Pages still in use keep only their live blocks resident. */
@@ -190,6 +190,8 @@ bool hz_heap_holds_nothing(const hz_heap_t *heap) {
   if (heap->full.first != NULL || hz_heap_has_incoming(heap) ||
       !hz_remote_stash_empty(&heap->stash))
     return false;
+  for (int kind = 0; kind < HZ_HEAP_SPARE_KINDS; kind++)
+    if (heap->spare[kind] != NULL) return false;
   for (int c = 1; c < HZ_CLASS_COUNT; c++)
     if (heap->queues[c].first != NULL ||
         heap->bins[c].top != heap->bins[c].base)

@@ -94,6 +94,10 @@ hz_block_t *hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg,
   }
   hz_block_t *block = heap_block_to_free(page, p, owner == heap);
   if (block == NULL) return NULL;
+  if (HZ_UNLIKELY(hz_heap_page_is_retired(page))) {
+    hz_heap_double_free(page, block);
+    return NULL;
+  }
   hz_check_freeing(block, page->class_id, page->block_size);
   if (HZ_UNLIKELY(hz_page_flags(page) & HZ_PAGE_SAMPLED))
     heap_forget_sampled(heap, page, block);

@@ -73,6 +73,11 @@ HZ_INLINE void hz_heap_double_free(const hz_page_t *page, const void *block) {
   hz_check_fail("double free", block, page->class_id, page->block_size);
 }
 
+/* A spare page (every block free): a free to it is a double free. */
+HZ_INLINE bool hz_heap_page_is_retired(const hz_page_t *page) {
+  return (hz_page_flags(page) & HZ_PAGE_RETIRED) != 0;
+}
+
 /* From heap.c, for the box's other files. */
 /* Put a block of ours (a block start) back on its page. */
 void hz_heap_page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block);
@@ -81,8 +86,9 @@ void hz_heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n);
 /* Return every block of a bin to its page, never writing into one that
  * was carved and not handed out. */
 void hz_heap_bin_empty(hz_heap_t *heap, hz_bin_t *bin);
-/* An empty page leaves its queue for its segment. */
+/* An empty page leaves its queue for the spares (or its segment). */
 void hz_heap_retire_page(hz_heap_t *heap, hz_page_t *page);
+void hz_heap_spare_release(hz_heap_t *heap);
 void hz_heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always);
 void hz_heap_flush_stash(hz_heap_t *heap);
 /* Blocks wait in the inbox (a collector may ask before it claims the
