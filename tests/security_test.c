@@ -746,9 +746,7 @@ static void random_order_after(const case_t *c, const char *notes);
         NULL, NULL                                                             \
   }
 #define UNLISTED_FLIP(name, run)                                               \
-  {                                                                            \
-    name, run, SEC | DBG | REL, OUT_CLEAN, OUT_CLEAN, NULL, NULL, NULL, NULL   \
-  }
+  { name, run, SEC | DBG | REL, OUT_CLEAN, OUT_CLEAN, NULL, NULL, NULL, NULL }
 
 static const case_t cases[] = {
     {"double_free.immediate", case_df_immediate, SEC | DBG, OUT_ABORT, 0,

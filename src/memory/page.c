@@ -66,8 +66,7 @@ static uint32_t page_free_run_end(const hz_page_t *page, uint32_t i) {
 void hz_page_discard_free(hz_page_t *page, bool lazy) {
   size_t size = page->block_size;
   uint8_t *start = hz_page_start(page);
-  discard_range(start + (size_t)page->capacity * size, hz_page_end(page),
-                lazy);
+  discard_range(start + (size_t)page->capacity * size, hz_page_end(page), lazy);
   size_t keep = HZ_SECURE ? 2 * sizeof(void *) : 0; /* the free mark */
   if (HZ_SECURE && size < 2 * hz_os_page_size()) return;
   for (uint32_t i = 0; i < page->capacity; i++) {

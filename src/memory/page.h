@@ -123,8 +123,8 @@ HZ_INLINE uint32_t hz_page_take_free(hz_page_t *page, void **out,
   for (; w < words; w++) {
     uint64_t word = bits[w];
     while (word != 0) {
-      out[n++] = start + (size_t)(w * 64 + (uint32_t)__builtin_ctzll(word)) *
-                             size;
+      out[n++] =
+          start + (size_t)(w * 64 + (uint32_t)__builtin_ctzll(word)) * size;
       word &= word - 1;
       if (n == max) {
         bits[w] = word;

@@ -483,8 +483,7 @@ static bool heap_refill(hz_heap_t *heap, uint8_t cls) {
   while (bin->top == bin->base) {
     hz_page_t *page = heap_find_page(heap, cls);
     if (page == NULL) break;
-    uint32_t taken =
-        hz_page_take(page, bin->top, (uint32_t)(want - bin->top));
+    uint32_t taken = hz_page_take(page, bin->top, (uint32_t)(want - bin->top));
     heap_reverse(bin->top, taken);
     for (uint32_t i = 0; i < taken; i++)
       heap_prefetch_write(bin->top[i], prefetchw);

@@ -127,8 +127,8 @@ typedef struct hz_heap_s {
   hz_class_counts_t counts[HZ_CLASS_COUNT];
   /* Blocks other threads freed to us (written by them) on its own line. */
   _Alignas(64) hz_inbox_t inbox;
-  _Alignas(64) hz_stash_t stash; /* our frees bound for other heaps */
-  hz_segment_set_t segments;      /* where its pages are cut from */
+  _Alignas(64) hz_stash_t stash;         /* our frees bound for other heaps */
+  hz_segment_set_t segments;             /* where its pages are cut from */
   hz_page_t *spare[HZ_HEAP_SPARE_KINDS]; /* empty pages, linked by next */
   uint8_t spare_count[HZ_HEAP_SPARE_KINDS];
   hz_heap_stats_t stats;

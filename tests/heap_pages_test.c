@@ -1,0 +1,170 @@
+/* heap_pages: how a heap uses its pages, driven through the heap box on
+ * heaps of the test's own (no thread box):
+ *   - remote: a batch of blocks freed by another heap goes home in one
+ *     step per header: the owner reads one line (the header) for 16 blocks
+ *     and never touches the blocks it names (they are made inaccessible
+ *     while it does);
+ *   - fullest first: when the page refills take from runs out, the next
+ *     one is the page with the fewest blocks left to hand out, then the
+ *     next fullest;
+ *   - emptied pages: a page whose blocks all came back leaves the heap,
+ *     at once beyond the few spare pages a heap keeps (trim returns
+ *     those), its slices free in the segment. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "check.h"
+#include "heap.h"
+#include "page.h"
+#include "segment.h"
+#include "sizeclass.h"
+
+static _Alignas(64) hz_heap_t owner, other;
+
+static hz_page_t *page_of(void *p) { return hz_segment_block_page(p); }
+
+/* --- remote batches ------------------------------------------------------ */
+enum { BATCH = 16, BATCH_SIZE = 4096 }; /* a page of 16 blocks, 1 header */
+
+static void remote_batch(void) {
+  CHECK(hz_sizeclass_block_size(hz_sizeclass_of(BATCH_SIZE)) == BATCH_SIZE);
+  /* A refill takes a fresh page of 16 blocks whole: start at its first. */
+  void *blocks[BATCH];
+  hz_page_t *page = NULL;
+  for (int tries = 0; tries < 64 && page == NULL; tries++) {
+    blocks[0] = hz_heap_malloc_small(&owner, BATCH_SIZE);
+    hz_page_t *p = page_of(blocks[0]);
+    if (p->reserved == BATCH && blocks[0] == (void *)hz_page_start(p)) page = p;
+  }
+  CHECK(page != NULL);
+  if (page == NULL) return;
+  for (int i = 1; i < BATCH; i++) {
+    blocks[i] = hz_heap_malloc_small(&owner, BATCH_SIZE);
+    CHECK(page_of(blocks[i]) == page);
+  }
+  for (int i = 0; i < BATCH; i++)
+    hz_heap_free_block(&other, page, blocks[i]);
+  hz_heap_park(&other); /* publishes the stash: one list, one header */
+  /* The first block freed heads the list and names the other 15. */
+  for (int i = 1; i < BATCH; i++)
+    CHECK(mprotect(blocks[i], BATCH_SIZE, PROT_NONE) == 0);
+  uint16_t used = page->used;
+  uint64_t headers = owner.stats.drained_headers;
+  uint64_t drained = owner.stats.drained_blocks;
+  void *small = hz_heap_malloc_small(&owner, 64); /* a slow path: drains */
+  CHECK(small != NULL);
+  CHECK_MSG(owner.stats.drained_blocks - drained == BATCH,
+            "%llu blocks taken home",
+            (unsigned long long)(owner.stats.drained_blocks - drained));
+  CHECK_MSG(owner.stats.drained_headers - headers == 1,
+            "%llu headers read for %d blocks",
+            (unsigned long long)(owner.stats.drained_headers - headers), BATCH);
+  CHECK(page->used + BATCH == used || page->used == 0);
+  for (int i = 1; i < BATCH; i++)
+    CHECK(mprotect(blocks[i], BATCH_SIZE, PROT_READ | PROT_WRITE) == 0);
+}
+
+/* --- fullest first and emptied pages ------------------------------------- */
+enum { SIZE = 1024, PAGES = 12, MAX_BLOCKS = PAGES * 64 + 64 };
+
+static void *blocks[MAX_BLOCKS];
+static int count;
+
+/* Allocate until PAGES pages have been used up, stopping where the bin is
+ * empty and the last page has no block left: the next refill must choose. */
+static bool fill_pages(unsigned cls) {
+  hz_bin_t *bin = &owner.bins[cls];
+  int pages = 0;
+  hz_page_t *last = NULL;
+  while (count < MAX_BLOCKS) {
+    void *p = hz_heap_malloc_small(&owner, SIZE);
+    if (p == NULL) return false;
+    blocks[count++] = p;
+    if (page_of(p) != last) pages++, last = page_of(p);
+    if (pages >= PAGES && bin->top == bin->base && !hz_page_has_room(last))
+      return true;
+  }
+  return false;
+}
+
+/* The blocks of `page` among those allocated, freed through the inbox (as
+ * a thread without a heap would), up to `n` of them. */
+static int send_home(hz_page_t *page, int n) {
+  int sent = 0;
+  for (int i = 0; i < count && sent < n; i++)
+    if (blocks[i] != NULL && page_of(blocks[i]) == page) {
+      hz_heap_free_orphan(page, blocks[i]);
+      blocks[i] = NULL;
+      sent++;
+    }
+  return sent;
+}
+
+/* The i-th distinct page of the blocks allocated, in allocation order. */
+static hz_page_t *nth_page(int n) {
+  hz_page_t *seen[PAGES * 2];
+  int k = 0;
+  for (int i = 0; i < count && k < PAGES * 2; i++) {
+    hz_page_t *p = page_of(blocks[i]);
+    bool known = false;
+    for (int j = 0; j < k; j++)
+      known |= seen[j] == p;
+    if (!known) seen[k++] = p;
+  }
+  return n < k ? seen[n] : NULL;
+}
+
+static void fullest_first(void) {
+  unsigned cls = hz_sizeclass_of(SIZE);
+  CHECK(fill_pages(cls));
+  /* Pages 1..5 of 64 blocks (page 0 may share its slice with the header):
+   * page 3 gets 58 back, page 1 32 and page 2 6 (the fullest), in that
+   * order, so the inbox holds page 2's blocks deepest; pages 4 and 5 get
+   * every block back. */
+  hz_page_t *p1 = nth_page(1), *p2 = nth_page(2), *p3 = nth_page(3);
+  hz_page_t *emptied[6];
+  for (int i = 0; i < 6; i++)
+    emptied[i] = nth_page(4 + i);
+  CHECK(p3 != NULL);
+  if (p3 == NULL) return;
+  CHECK(p1->reserved == 64 && p2->reserved == 64 && p3->reserved == 64);
+  CHECK(send_home(p2, 6) == 6);
+  CHECK(send_home(p1, 32) == 32);
+  CHECK(send_home(p3, 58) == 58);
+  for (int i = 0; i < 6; i++) {
+    CHECK(emptied[i] != NULL && send_home(emptied[i], 64) == 64);
+  }
+  /* The drain sets the bits; the refill then goes to page 2, then 1. */
+  void *first = hz_heap_malloc_small(&owner, SIZE);
+  CHECK_MSG(page_of(first) == p2, "the refill took page %p, not the fullest %p",
+            (void *)page_of(first), (void *)p2);
+  void *next[6];
+  for (int i = 0; i < 6; i++)
+    next[i] = hz_heap_malloc_small(&owner, SIZE);
+  for (int i = 0; i < 5; i++)
+    CHECK(page_of(next[i]) == p2);
+  CHECK_MSG(page_of(next[5]) == p1,
+            "after the fullest page ran out the refill took %p, not %p",
+            (void *)page_of(next[5]), (void *)p1);
+  /* Emptied pages: out of the heap's queues; the heap keeps a few spare
+   * (flagged retired), the others went back to their segment at once. */
+  int returned = 0;
+  for (int i = 0; i < 6; i++) {
+    uintptr_t word = hz_page_owner_word(emptied[i]);
+    CHECK(word == 0 || word == ((uintptr_t)&owner | HZ_PAGE_RETIRED));
+    returned += word == 0;
+  }
+  CHECK_MSG(returned >= 6 - 4, "%d of 6 emptied pages went back", returned);
+  hz_heap_trim(&owner); /* the spares go back too */
+  for (int i = 0; i < 6; i++)
+    CHECK(hz_page_owner_word(emptied[i]) == 0);
+}
+
+int main(void) {
+  hz_heap_init(&owner);
+  hz_heap_init(&other);
+  remote_batch();
+  fullest_first();
+  return check_report("heap_pages");
+}
