@@ -16,7 +16,7 @@ void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id) {
   HZ_SHARED_SET(page->block_size, (uint32_t)block_size);
   page->reserved = (uint16_t)(hz_page_area(page) / block_size);
   HZ_ASSERT(page->reserved <= HZ_PAGE_BLOCKS_MAX);
-  page->capacity = 0;
+  HZ_SHARED_SET(page->capacity, 0);
   HZ_SHARED_SET(page->used, 0);
   memset(page->free_bits, 0,
          hz_page_words(page->reserved) * sizeof page->free_bits[0]);

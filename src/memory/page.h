@@ -146,7 +146,7 @@ HZ_INLINE uint32_t hz_page_carve(hz_page_t *page, void **out, uint32_t max) {
       hz_page_start(page) + (size_t)page->capacity * page->block_size;
   for (uint32_t i = 0; i < n; i++)
     out[i] = first + (size_t)i * page->block_size;
-  page->capacity += n;
+  HZ_SHARED_SET(page->capacity, page->capacity + n);
   return n;
 }
 
@@ -199,7 +199,7 @@ HZ_INLINE bool hz_page_uncarve(hz_page_t *page, const void *block) {
       (const uint8_t *)block !=
           hz_page_start(page) + (size_t)(page->capacity - 1) * page->block_size)
     return false;
-  page->capacity--;
+  HZ_SHARED_SET(page->capacity, page->capacity - 1);
   return true;
 }
 

@@ -582,8 +582,9 @@ void hz_segment_state(hz_segment_state_t *out) {
   hz_unlock(&segment_lock);
 }
 
-void hz_segment_summarize(size_t *pages, size_t *blocks, size_t *bytes) {
-  *pages = *blocks = *bytes = 0;
+void hz_segment_summarize(size_t *pages, size_t *blocks, size_t *bytes,
+                          size_t *free_blocks) {
+  *pages = *blocks = *bytes = *free_blocks = 0;
   hz_lock(&segment_lock);
   for (hz_segment_t *seg = segment_all; seg != NULL; seg = seg->all_next) {
     hz_lock(&seg->lock);
@@ -594,6 +595,8 @@ void hz_segment_summarize(size_t *pages, size_t *blocks, size_t *bytes) {
       *pages += 1;
       *blocks += used;
       *bytes += used * HZ_SHARED_GET(page->block_size);
+      size_t carved = HZ_SHARED_GET(page->capacity);
+      *free_blocks += carved > used ? carved - used : 0;
     }
     hz_unlock(&seg->lock);
   }

@@ -246,9 +246,11 @@ typedef struct {
   size_t arena_reserved, arena_in_use;
 } hz_segment_state_t;
 void hz_segment_state(hz_segment_state_t *out);
-/* Pages in use and the blocks they hand out, over every segment. Safe to
+/* Pages in use, the blocks they hand out and the carved blocks back on
+ * them (free), over every segment. Safe to
  * call from any thread (segments stay mapped while it runs); the numbers
  * are a snapshot that owners may be changing at the same time. */
-void hz_segment_summarize(size_t *pages, size_t *blocks, size_t *bytes);
+void hz_segment_summarize(size_t *pages, size_t *blocks, size_t *bytes,
+                          size_t *free_blocks);
 
 #endif

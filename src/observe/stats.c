@@ -97,6 +97,34 @@ typedef struct {
   int64_t live, peak;
 } class_row_t;
 
+/* Where the free blocks wait, in the four places a free block can be:
+ * its freeing thread's bin, that thread's stash (bound for another heap),
+ * its owner's inbox, or back on its page. Pages count the others as in
+ * use, so bins are what pages hold in use beyond the program's live blocks
+ * and the blocks on their way home; a snapshot, as good as the counts
+ * threads last published. */
+typedef struct {
+  uint64_t bins, stashes, inboxes, pages;
+} waiting_t;
+
+static uint64_t at_least_zero(int64_t n) { return n > 0 ? (uint64_t)n : 0; }
+
+static waiting_t waiting_of(const hz_heap_summary_t *h) {
+  int64_t live = 0, remote = 0, orphans = 0;
+  for (int c = 1; c < HZ_CLASS_COUNT; c++) {
+    const hz_class_stats_t *k = &h->classes[c];
+    orphans += (int64_t)GET(orphan_frees[c]);
+    remote += (int64_t)k->remote_frees;
+    live += (int64_t)(k->allocs - k->frees) - (int64_t)GET(orphan_frees[c]);
+  }
+  int64_t published = (int64_t)h->counters.stash_published;
+  int64_t stashes = remote - published;
+  int64_t inboxes = published + orphans - (int64_t)h->counters.drained_blocks;
+  int64_t bins = (int64_t)h->blocks_live - live - stashes - inboxes;
+  return (waiting_t){at_least_zero(bins), at_least_zero(stashes),
+                     at_least_zero(inboxes), h->blocks_free_on_pages};
+}
+
 static class_row_t class_row(const hz_heap_summary_t *h, int c) {
   const hz_class_stats_t *k = &h->classes[c];
   uint64_t orphans = GET(orphan_frees[c]); /* always another heap's block */
@@ -202,6 +230,12 @@ void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
   hz_os_print("  pages          %llu acquired, %llu retired\n",
               (unsigned long long)c->pages_acquired,
               (unsigned long long)c->pages_retired);
+  waiting_t w = waiting_of(h);
+  hz_os_print(
+      "  free blocks    %llu in bins, %llu in stashes, %llu in inboxes, "
+      "%llu on pages\n",
+      (unsigned long long)w.bins, (unsigned long long)w.stashes,
+      (unsigned long long)w.inboxes, (unsigned long long)w.pages);
   hz_os_print("  slow mallocs   %llu\n", (unsigned long long)c->slow_mallocs);
   remote_total_t remote = remote_total(h);
   hz_os_print("  remote frees   %llu in %llu batches (%.1f per batch; %llu one "
@@ -214,11 +248,13 @@ void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
               "its publish (mean of %llu lists timed)\n",
               ratio(c->stash_wait_ns, c->stash_lists_timed) / 1000.0,
               (unsigned long long)c->stash_lists_timed);
-  hz_os_print("  inbox          %llu drains, %llu blocks (%.1f per drain); "
-              "%llu pages taken fresh while it held blocks\n",
+  hz_os_print("  inbox          %llu drains, %llu blocks (%.1f per drain, %.1f "
+              "per header read); %llu pages taken fresh while it held "
+              "blocks\n",
               (unsigned long long)c->inbox_drains,
               (unsigned long long)c->drained_blocks,
               ratio(c->drained_blocks, c->inbox_drains),
+              ratio(c->drained_blocks, c->drained_headers),
               (unsigned long long)c->pages_fresh_pending);
   hz_os_print("  collected      %llu times by other threads, %llu blocks "
               "taken from bins\n",
@@ -254,8 +290,8 @@ void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
   hz_os_faults(&minor, &major);
   hz_os_print("  rss            %zu bytes (peak %zu), %zu in huge pages; "
               "%llu minor and %llu major page faults\n",
-              rss, peak_rss(rss), hz_os_huge_bytes(),
-              (unsigned long long)minor, (unsigned long long)major);
+              rss, peak_rss(rss), hz_os_huge_bytes(), (unsigned long long)minor,
+              (unsigned long long)major);
   report_sync(h, m);
   report_classes(h);
 }
@@ -346,18 +382,26 @@ bool hz_stats_write_json(const char *path, const hz_heap_summary_t *h,
            m->segments_cached, m->dirty_bytes, m->arena_reserved,
            m->arena_in_use, m->huge_regions, m->regions[0], m->regions[1],
            m->regions[2], m->regions[3], m->regions[4], m->regions[5]);
+  waiting_t w = waiting_of(h);
+  json_add(&j,
+           "  \"free_waiting\": {\"bins\": %llu, \"stashes\": %llu, "
+           "\"inboxes\": %llu, \"pages\": %llu},\n",
+           (unsigned long long)w.bins, (unsigned long long)w.stashes,
+           (unsigned long long)w.inboxes, (unsigned long long)w.pages);
   remote_total_t remote = remote_total(h);
   json_add(&j,
            "  \"remote\": {\"frees\": %llu, \"batches\": %llu, "
            "\"one_by_one\": %llu, \"stash_wait_ns\": %llu, "
            "\"stash_lists_timed\": %llu, \"drains\": %llu, "
-           "\"drained_blocks\": %llu, \"pages_fresh_pending\": %llu},\n",
+           "\"drained_blocks\": %llu, \"drained_headers\": %llu, "
+           "\"pages_fresh_pending\": %llu},\n",
            (unsigned long long)remote.frees, (unsigned long long)remote.batches,
            (unsigned long long)remote.one_by_one,
            (unsigned long long)c->stash_wait_ns,
            (unsigned long long)c->stash_lists_timed,
            (unsigned long long)c->inbox_drains,
            (unsigned long long)c->drained_blocks,
+           (unsigned long long)c->drained_headers,
            (unsigned long long)c->pages_fresh_pending);
   json_sync(&j, h, m);
   json_add(&j,

@@ -25,6 +25,7 @@ typedef struct {
   uint64_t inbox_cas_retries;   /* summaries only: from each heap's stash */
   uint64_t stash_wait_ns;       /* summaries only: timed lists' waits */
   uint64_t stash_lists_timed;   /* summaries only: lists timed (1 in 16) */
+  uint64_t stash_published;     /* summaries only: blocks stashes published */
 } hz_heap_stats_t;
 
 /* One size class, merged over every heap. */
@@ -44,6 +45,7 @@ typedef struct {
   size_t pages_in_use;
   size_t blocks_live;
   size_t bytes_live; /* small blocks handed out, counted at block size */
+  size_t blocks_free_on_pages; /* carved blocks back on their pages */
 } hz_heap_summary_t;
 
 /* The allocator's locks, each counting how often it was taken. */

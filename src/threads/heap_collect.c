@@ -238,6 +238,7 @@ void hz_heap_summarize_one(const hz_heap_t *heap, hz_heap_summary_t *out) {
   out->counters.inbox_cas_retries += HZ_SHARED_GET(heap->stash.cas_retries);
   out->counters.stash_wait_ns += HZ_SHARED_GET(heap->stash.wait_ns);
   out->counters.stash_lists_timed += HZ_SHARED_GET(heap->stash.timed);
+  out->counters.stash_published += HZ_SHARED_GET(heap->stash.published);
   for (int c = 1; c < HZ_CLASS_COUNT; c++) {
     const hz_class_counts_t *counts = &heap->counts[c];
     out->classes[c].allocs += HZ_SHARED_GET(counts->allocs);

@@ -595,6 +595,7 @@ void hz_thread_summarize(hz_heap_summary_t *out) {
   out->heaps_total = heaps_made;
   out->heaps_retired = heaps_retired;
   hz_unlock(&pool_lock);
-  hz_segment_summarize(&out->pages_in_use, &out->blocks_live, &out->bytes_live);
+  hz_segment_summarize(&out->pages_in_use, &out->blocks_live, &out->bytes_live,
+                       &out->blocks_free_on_pages);
   hz_unlock(&collect_lock);
 }
