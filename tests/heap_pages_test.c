@@ -7,9 +7,10 @@
  *   - fullest first: when the page refills take from runs out, the next
  *     one is the page with the fewest blocks left to hand out, then the
  *     next fullest;
- *   - emptied pages: a page whose blocks all came back leaves the heap,
- *     at once beyond the few spare pages a heap keeps (trim returns
- *     those), its slices free in the segment. */
+ *   - emptied pages: a page whose blocks all came back stays for the next
+ *     refills while the heap keeps little such memory, else leaves the
+ *     heap at once (beyond a few spare pages), its slices free in the
+ *     segment; a trim returns them all. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -66,7 +67,8 @@ static void remote_batch(void) {
 }
 
 /* --- fullest first and emptied pages ------------------------------------- */
-enum { SIZE = 1024, PAGES = 12, MAX_BLOCKS = PAGES * 64 + 64 };
+/* Pages of 64 blocks: 70 emptied hold 4.4 MiB, past what a heap keeps. */
+enum { SIZE = 1024, PAGES = 80, EMPTIED = 70, MAX_BLOCKS = PAGES * 64 + 64 };
 
 static void *blocks[MAX_BLOCKS];
 static int count;
@@ -101,13 +103,15 @@ static int send_home(hz_page_t *page, int n) {
   return sent;
 }
 
-/* The i-th distinct page of the blocks allocated, in allocation order. */
+/* The n-th distinct page of 64 blocks among the blocks allocated, in
+ * allocation order (a segment's first page shares its slice with the
+ * header and holds fewer). */
 static hz_page_t *nth_page(int n) {
-  hz_page_t *seen[PAGES * 2];
+  static hz_page_t *seen[PAGES * 2];
   int k = 0;
   for (int i = 0; i < count && k < PAGES * 2; i++) {
     hz_page_t *p = page_of(blocks[i]);
-    bool known = false;
+    bool known = p->reserved != 64;
     for (int j = 0; j < k; j++)
       known |= seen[j] == p;
     if (!known) seen[k++] = p;
@@ -123,8 +127,8 @@ static void fullest_first(void) {
    * order, so the inbox holds page 2's blocks deepest; pages 4 and 5 get
    * every block back. */
   hz_page_t *p1 = nth_page(1), *p2 = nth_page(2), *p3 = nth_page(3);
-  hz_page_t *emptied[6];
-  for (int i = 0; i < 6; i++)
+  static hz_page_t *emptied[EMPTIED];
+  for (int i = 0; i < EMPTIED; i++)
     emptied[i] = nth_page(4 + i);
   CHECK(p3 != NULL);
   if (p3 == NULL) return;
@@ -132,9 +136,8 @@ static void fullest_first(void) {
   CHECK(send_home(p2, 6) == 6);
   CHECK(send_home(p1, 32) == 32);
   CHECK(send_home(p3, 58) == 58);
-  for (int i = 0; i < 6; i++) {
+  for (int i = 0; i < EMPTIED; i++)
     CHECK(emptied[i] != NULL && send_home(emptied[i], 64) == 64);
-  }
   /* The drain sets the bits; the refill then goes to page 2, then 1. */
   void *first = hz_heap_malloc_small(&owner, SIZE);
   CHECK_MSG(page_of(first) == p2, "the refill took page %p, not the fullest %p",
@@ -147,17 +150,26 @@ static void fullest_first(void) {
   CHECK_MSG(page_of(next[5]) == p1,
             "after the fullest page ran out the refill took %p, not %p",
             (void *)page_of(next[5]), (void *)p1);
-  /* Emptied pages: out of the heap's queues; the heap keeps a few spare
-   * (flagged retired), the others went back to their segment at once. */
-  int returned = 0;
-  for (int i = 0; i < 6; i++) {
+  /* Emptied pages: the heap keeps up to HZ_HEAP_EMPTY_BYTES of them in
+   * their class queue (used 0, flagged retired) for the next refills, and a
+   * few spare (flagged retired); the others went back to their segment at
+   * once. A trim returns them all. */
+  int kept = 0, spare = 0, returned = 0;
+  for (int i = 0; i < EMPTIED; i++) {
     uintptr_t word = hz_page_owner_word(emptied[i]);
-    CHECK(word == 0 || word == ((uintptr_t)&owner | HZ_PAGE_RETIRED));
+    bool retired = word == ((uintptr_t)&owner | HZ_PAGE_RETIRED);
+    kept += retired && emptied[i]->emptied && emptied[i]->used == 0;
+    spare += retired && !emptied[i]->emptied;
     returned += word == 0;
   }
-  CHECK_MSG(returned >= 6 - 4, "%d of 6 emptied pages went back", returned);
-  hz_heap_trim(&owner); /* the spares go back too */
-  for (int i = 0; i < 6; i++)
+  CHECK_MSG(kept + spare + returned == EMPTIED, "%d kept, %d spare, %d back",
+            kept, spare, returned);
+  CHECK_MSG((size_t)kept * 64 * SIZE <= HZ_HEAP_EMPTY_BYTES,
+            "%d empty pages kept", kept);
+  CHECK_MSG(returned >= EMPTIED - (int)(HZ_HEAP_EMPTY_BYTES >> 16) - 4,
+            "%d of %d emptied pages went back", returned, EMPTIED);
+  hz_heap_trim(&owner); /* the kept and spare pages go back too */
+  for (int i = 0; i < EMPTIED; i++)
     CHECK(hz_page_owner_word(emptied[i]) == 0);
 }
 

@@ -22,6 +22,7 @@ void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id) {
          hz_page_words(page->reserved) * sizeof page->free_bits[0]);
   page->bits_from = 0;
   page->in_full = 0;
+  page->emptied = 0;
   page->next = page->prev = NULL;
 }
 

@@ -58,7 +58,9 @@ struct hz_heap_s;
 /* HZ_PAGE_ALIGNED: a block was handed out at an offset (the secure
  * variants: a block served an aligned request). */
 #define HZ_PAGE_ALIGNED 1u
-#define HZ_PAGE_RETIRED 2u /* on its heap's spare list: no block in use */
+/* HZ_PAGE_RETIRED: no block in use (a spare page, or an empty one its
+ * heap keeps for the next refills): any free to it is a double free. */
+#define HZ_PAGE_RETIRED 2u
 #define HZ_PAGE_SAMPLED 4u /* may hold blocks the profiler sampled */
 /* The whole owner word of a slice inside a page of several slices (no
  * heap): the free fast path's compare fails on it, and the descriptor's
@@ -70,7 +72,8 @@ struct hz_heap_s;
 typedef struct hz_page_s {
   uint64_t *free_bits; /* bit i: block i is free (segment header) */
   uint16_t bits_from;  /* no free bit in the words below this one */
-  uint16_t unused16;
+  uint8_t emptied;     /* its heap's: an empty page kept in its class queue */
+  uint8_t unused8;
   uint32_t unused32;
   /* Owner heap | flags, 0 when the page is free. The free fast path
    * compares it with the current heap: equal means ours and no flag set. */

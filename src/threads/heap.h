@@ -56,6 +56,10 @@ typedef enum {
  * double free. */
 #define HZ_HEAP_SPARE_KINDS HZ_KIND_COUNT
 
+/* Bytes of empty pages a heap keeps in its class queues for the next
+ * refills (beyond them an emptied page goes at once). */
+#define HZ_HEAP_EMPTY_BYTES ((size_t)4 << 20)
+
 #define HZ_BIN_SLOTS 32
 #define HZ_BIN_BYTES ((size_t)512 << 10)
 #define HZ_BIN_MIN   4
@@ -131,6 +135,7 @@ typedef struct hz_heap_s {
   hz_segment_set_t segments;             /* where its pages are cut from */
   hz_page_t *spare[HZ_HEAP_SPARE_KINDS]; /* empty pages, linked by next */
   uint8_t spare_count[HZ_HEAP_SPARE_KINDS];
+  size_t empty_bytes; /* of the empty pages kept in class queues */
   hz_heap_stats_t stats;
   hz_heap_state_t state;
   /* Collection handshake (see the top of this file). */

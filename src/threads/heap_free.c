@@ -35,7 +35,7 @@ HZ_INLINE void heap_free_remote(hz_heap_t *heap, hz_page_t *page,
   uint8_t cls = page->class_id;
   size_t size = page->block_size;
   HZ_SHARED_ADD(heap->counts[cls].remote_frees, 1);
-  unsigned published = hz_remote_stash(&heap->stash, dest, page, block, size);
+  unsigned published = hz_remote_stash(&heap->stash, dest, block, size);
   if (published != 0) {
     HZ_SHARED_ADD(heap->stats.batches_published, published);
     hz_heap_publish_counts(heap, cls, false);

@@ -39,19 +39,17 @@ unsigned hz_remote_publish(hz_stash_t *stash, unsigned index) {
     HZ_SHARED_ADD(stash->timed, 1);
   }
   slot->dest = NULL;
-  slot->page = NULL;
   slot->first = slot->older = slot->last = NULL;
   stash->held &= ~(1u << index);
   return 1;
 }
 
 unsigned hz_remote_stash_open(hz_stash_t *stash, unsigned index,
-                              hz_inbox_t *dest, hz_page_t *page,
-                              hz_block_t *block, size_t size) {
+                              hz_inbox_t *dest, hz_block_t *block,
+                              size_t size) {
   unsigned published = hz_remote_publish(stash, index);
   hz_stash_slot_t *slot = &stash->slots[index];
   slot->dest = dest;
-  slot->page = page;
   slot->blocks = 1;
   slot->first = slot->last = block;
   slot->older = NULL;

@@ -11,8 +11,9 @@
  * A list is a chain of headers. A header is a freed block whose first
  * word links the next header (encoded, with the number of blocks the
  * header names in its low four bits) and whose following words name up to
- * 15 more freed blocks of its own page, as many as fit (a 64-byte block
- * names 7): the owner sets their bits on that page in one step. Those
+ * 15 more freed blocks, as many as fit (a 64-byte block names 7): the
+ * owner sets their bits on their pages, a run of one page's blocks in one
+ * step, without reading them. Those
  * blocks are not written at all: the freeing thread does not take their
  * cache lines for writing, and the owner does not read them until malloc
  * hands them out. A list reads newest first: a header's named blocks from
@@ -47,7 +48,6 @@ HZ_INLINE int32_t hz_remote_weight(size_t size) {
 
 typedef struct {
   hz_inbox_t *dest;    /* NULL: slot empty */
-  hz_page_t *page;     /* the page of `first`'s blocks */
   hz_block_t *first;   /* the newest header, still naming blocks */
   hz_block_t *older;   /* the header after `first` in the list */
   hz_block_t *last;    /* the oldest header: its link goes to the inbox */
@@ -143,8 +143,7 @@ _Static_assert(HZ_STASH_SLOTS == 8, "hz_remote_slot_index yields 3 bits");
 /* Start a list for `dest` in slot `index` with `block`, publishing what the
  * slot held for another destination; returns the lists published. */
 unsigned hz_remote_stash_open(hz_stash_t *stash, unsigned index,
-                              hz_inbox_t *dest, hz_page_t *page,
-                              hz_block_t *block, size_t size);
+                              hz_inbox_t *dest, hz_block_t *block, size_t size);
 /* Publish the list of slot `index`; returns the lists published (0: the
  * slot held none). */
 unsigned hz_remote_publish(hz_stash_t *stash, unsigned index);
@@ -159,33 +158,29 @@ HZ_INLINE void hz_remote_close_header(hz_stash_slot_t *slot) {
     hz_remote_set_link(slot->first, slot->older, slot->named);
 }
 
-/* `block`, of `page`, becomes the newest header of the slot's list. */
-HZ_INLINE void hz_remote_stash_header(hz_stash_slot_t *slot, hz_page_t *page,
-                                      hz_block_t *block, size_t size) {
+/* `block` becomes the newest header of the slot's list. */
+HZ_INLINE void hz_remote_stash_header(hz_stash_slot_t *slot, hz_block_t *block,
+                                      size_t size) {
   hz_remote_close_header(slot);
   slot->older = slot->first;
   slot->first = block;
-  slot->page = page;
   slot->named = 0;
   slot->can_name = hz_remote_can_name(size);
 }
 
-/* Stash a block of `size` bytes of `page` for `dest`. Returns the number
- * of lists this published (0, 1 or 2). Inline: most blocks are named by
- * the newest header, one store into a line the thread holds already. A
- * header names blocks of its own page only, so the owner applies it to
- * that page in one step. */
+/* Stash a block of `size` bytes for `dest`. Returns the number of lists
+ * this published (0, 1 or 2). Inline: most blocks are named by the newest
+ * header, one store into a line the thread holds already. */
 HZ_INLINE unsigned hz_remote_stash(hz_stash_t *stash, hz_inbox_t *dest,
-                                   hz_page_t *page, hz_block_t *block,
-                                   size_t size) {
+                                   hz_block_t *block, size_t size) {
   unsigned index = hz_remote_slot_index(dest);
   hz_stash_slot_t *slot = &stash->slots[index];
   if (HZ_UNLIKELY(slot->dest != dest))
-    return hz_remote_stash_open(stash, index, dest, page, block, size);
-  if (HZ_LIKELY(slot->page == page && slot->named < slot->can_name))
+    return hz_remote_stash_open(stash, index, dest, block, size);
+  if (HZ_LIKELY(slot->named < slot->can_name))
     hz_remote_name_set(slot->first, slot->named++, block);
   else
-    hz_remote_stash_header(slot, page, block, size);
+    hz_remote_stash_header(slot, block, size);
   slot->blocks++;
   slot->room -= hz_remote_weight(size);
   if (HZ_UNLIKELY(slot->room <= 0)) return hz_remote_publish(stash, index);
