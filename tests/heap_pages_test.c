@@ -50,7 +50,7 @@ static void remote_batch(void) {
   /* The first block freed heads the list and names the other 15. */
   for (int i = 1; i < BATCH; i++)
     CHECK(mprotect(blocks[i], BATCH_SIZE, PROT_NONE) == 0);
-  uint16_t used = page->used;
+  uint16_t used = page->tally->used;
   uint64_t headers = owner.stats.drained_headers;
   uint64_t drained = owner.stats.drained_blocks;
   void *small = hz_heap_malloc_small(&owner, 64); /* a slow path: drains */
@@ -61,7 +61,7 @@ static void remote_batch(void) {
   CHECK_MSG(owner.stats.drained_headers - headers == 1,
             "%llu headers read for %d blocks",
             (unsigned long long)(owner.stats.drained_headers - headers), BATCH);
-  CHECK(page->used + BATCH == used || page->used == 0);
+  CHECK(page->tally->used + BATCH == used || page->tally->used == 0);
   for (int i = 1; i < BATCH; i++)
     CHECK(mprotect(blocks[i], BATCH_SIZE, PROT_READ | PROT_WRITE) == 0);
 }
@@ -158,7 +158,7 @@ static void fullest_first(void) {
   for (int i = 0; i < EMPTIED; i++) {
     uintptr_t word = hz_page_owner_word(emptied[i]);
     bool retired = word == ((uintptr_t)&owner | HZ_PAGE_RETIRED);
-    kept += retired && emptied[i]->emptied && emptied[i]->used == 0;
+    kept += retired && emptied[i]->emptied && emptied[i]->tally->used == 0;
     spare += retired && !emptied[i]->emptied;
     returned += word == 0;
   }

@@ -14,7 +14,7 @@
 
 static void put(hz_page_t *page, void *b) {
   CHECK(hz_page_put_index(page, hz_page_index(page, b)));
-  page->used--;
+  page->tally->used--;
 }
 
 /* Stands in for the owning heap: heaps are 64-byte aligned (the page keeps
@@ -37,7 +37,7 @@ static void exercise_class(uint8_t cls) {
   hz_page_set_flag(page, HZ_PAGE_ALIGNED, false);
   CHECK(hz_page_owner_word(page) == (uintptr_t)fake_heap);
   /* page 0 shares its slice with the header (descriptors and bitmaps) */
-  CHECK(page->reserved >= 3);
+  CHECK(page->reserved >= 2);
   CHECK(hz_page_start(page) + (size_t)page->reserved * size <=
         hz_page_end(page));
 
@@ -47,7 +47,7 @@ static void exercise_class(uint8_t cls) {
     void *got[5];
     uint32_t k = hz_page_take(page, got, 5);
     if (k == 0) break;
-    page->used = (uint16_t)(page->used + k);
+    page->tally->used = (uint16_t)(page->tally->used + k);
     uint8_t *lowest = hz_page_start(page) + (size_t)(page->capacity - k) * size;
     for (uint32_t i = 0; i < k; i++) {
       hz_block_t *b = got[i];
@@ -63,7 +63,7 @@ static void exercise_class(uint8_t cls) {
   }
   CHECK_MSG(n == page->reserved, "class %u: %zu blocks, reserved %u", cls, n,
             page->reserved);
-  CHECK(page->used == page->reserved);
+  CHECK(page->tally->used == page->reserved);
   CHECK(!hz_page_has_room(page));
   for (size_t i = 1; i < n; i++)
     CHECK(blocks[i] != blocks[i - 1]);
@@ -87,7 +87,7 @@ static void exercise_class(uint8_t cls) {
   uint8_t *prev = NULL;
   void *got[7];
   for (uint32_t k; (k = hz_page_take(page, got, 7)) != 0;) {
-    page->used = (uint16_t)(page->used + k);
+    page->tally->used = (uint16_t)(page->tally->used + k);
     for (uint32_t i = 0; i < k; i++, again++) {
       uint8_t *b = got[i];
       CHECK(hz_page_index(page, b) % 2 == 0);
@@ -96,7 +96,7 @@ static void exercise_class(uint8_t cls) {
     }
   }
   CHECK(again == half);
-  CHECK(page->used == page->reserved);
+  CHECK(page->tally->used == page->reserved);
   hz_page_check(page);
   for (size_t i = 0; i < n; i++)
     put(page, blocks[i]);

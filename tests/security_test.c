@@ -608,8 +608,8 @@ static uintptr_t segment_of_small_block(void) {
 
 static void case_guard_head(void) {
   uintptr_t base = segment_of_small_block();
-  /* after the header: descriptors and the pages' free bitmaps, 40 KiB */
-  volatile unsigned char *guard = (unsigned char *)(base + (40 << 10));
+  /* after the header: descriptors and the pages' counts and bitmaps */
+  volatile unsigned char *guard = (unsigned char *)(base + (44 << 10));
   note_addr(guard);
   expect_guard_page(guard);
   *guard = 1;

@@ -62,8 +62,8 @@ static _Atomic uint64_t large_next_due = UINT64_MAX;
  * what stays is looked at again when the next half delay begins. A program
  * that stops allocating large blocks gets all of it back a delay later;
  * one that loops on one block keeps no more than that block's worth. */
-static size_t demand_taken[2]; /* [0]: this half delay, [1]: the last one */
-static uint64_t demand_epoch;  /* the clock in half delays, of [0] */
+static size_t demand_taken[2];     /* [0]: this half delay, [1]: the last one */
+static uint64_t demand_epoch;      /* the clock in half delays, of [0] */
 static uint64_t demand_hold_until; /* no purge before (due mappings held) */
 
 /* ---------------------------------------------------------------------------

@@ -17,10 +17,10 @@ void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id) {
   page->reserved = (uint16_t)(hz_page_area(page) / block_size);
   HZ_ASSERT(page->reserved <= HZ_PAGE_BLOCKS_MAX);
   HZ_SHARED_SET(page->capacity, 0);
-  HZ_SHARED_SET(page->used, 0);
-  memset(page->free_bits, 0,
-         hz_page_words(page->reserved) * sizeof page->free_bits[0]);
-  page->bits_from = 0;
+  HZ_SHARED_SET(page->tally->used, 0);
+  memset(page->tally->bits, 0,
+         hz_page_words(page->reserved) * sizeof page->tally->bits[0]);
+  page->tally->bits_from = 0;
   page->in_full = 0;
   page->emptied = 0;
   page->next = page->prev = NULL;
@@ -46,7 +46,7 @@ void hz_page_secure_batch(void **out, uint32_t freed, uint32_t n) {
 uint32_t hz_page_free_count(const hz_page_t *page) {
   uint32_t n = 0;
   for (uint32_t w = 0; w < hz_page_words(page->capacity); w++)
-    n += (uint32_t)__builtin_popcountll(page->free_bits[w]);
+    n += (uint32_t)__builtin_popcountll(page->tally->bits[w]);
   return n;
 }
 
@@ -112,10 +112,10 @@ void hz_page_check(const hz_page_t *page) {
   HZ_ASSERT(hz_page_heap(page) != NULL);
   HZ_ASSERT(page->capacity <= page->reserved);
   uint32_t words = hz_page_words(page->capacity);
-  for (uint32_t w = 0; w < page->bits_from && w < words; w++)
-    HZ_ASSERT(page->free_bits[w] == 0);
+  for (uint32_t w = 0; w < page->tally->bits_from && w < words; w++)
+    HZ_ASSERT(page->tally->bits[w] == 0);
   if (page->capacity % 64 != 0) /* no free bit past the carved blocks */
-    HZ_ASSERT((page->free_bits[words - 1] >> (page->capacity % 64)) == 0);
-  HZ_ASSERT(page->used + hz_page_free_count(page) == page->capacity);
+    HZ_ASSERT((page->tally->bits[words - 1] >> (page->capacity % 64)) == 0);
+  HZ_ASSERT(page->tally->used + hz_page_free_count(page) == page->capacity);
 }
 #endif

@@ -50,6 +50,16 @@ HZ_INLINE void hz_block_set_next(hz_block_t *block, hz_block_t *next) {
 #define HZ_PAGE_BLOCKS_MAX   4096
 #define HZ_PAGE_BITMAP_WORDS (HZ_PAGE_BLOCKS_MAX / 64)
 
+/* What the owner changes on every refill and every return of blocks: the
+ * count of blocks out and the bitmap. Kept off the descriptor's line,
+ * which every thread freeing a block of the page reads, in the segment's
+ * header, one per slice. */
+typedef struct {
+  uint16_t used;      /* blocks handed out and not back (see above) */
+  uint16_t bits_from; /* no free bit in the words below this one */
+  _Alignas(64) uint64_t bits[HZ_PAGE_BITMAP_WORDS]; /* bit i: block i free */
+} hz_page_tally_t;
+
 struct hz_heap_s;
 
 /* Flag bits kept in the low bits of hz_page_t.owner (heaps are 64-byte
@@ -70,10 +80,10 @@ struct hz_heap_s;
 
 /* 64 bytes, so segment -> descriptor is a shift. */
 typedef struct hz_page_s {
-  uint64_t *free_bits; /* bit i: block i is free (segment header) */
-  uint16_t bits_from;  /* no free bit in the words below this one */
-  uint8_t emptied;     /* its heap's: an empty page kept in its class queue */
+  hz_page_tally_t *tally; /* its counts and bitmap (segment header) */
+  uint8_t emptied; /* its heap's: an empty page kept in its class queue */
   uint8_t unused8;
+  uint16_t unused16;
   uint32_t unused32;
   /* Owner heap | flags, 0 when the page is free. The free fast path
    * compares it with the current heap: equal means ours and no flag set. */
@@ -81,7 +91,7 @@ typedef struct hz_page_s {
   uintptr_t start_word;   /* first block, as hz_page_start reads it */
   struct hz_page_s *next; /* heap queue; an interior slice: its page */
   struct hz_page_s *prev;
-  uint16_t used;
+  uint16_t unused;
   uint16_t reserved; /* blocks that fit in the page */
   uint8_t class_id;
   uint8_t in_full;     /* on the heap's full queue, not its class queue */
@@ -119,9 +129,9 @@ HZ_INLINE uint32_t hz_page_take_free(hz_page_t *page, void **out,
                                      uint32_t max) {
   uint8_t *start = hz_page_start(page);
   size_t size = page->block_size;
-  uint64_t *bits = page->free_bits;
+  uint64_t *bits = page->tally->bits;
   uint32_t words = hz_page_words(page->capacity);
-  uint32_t w = page->bits_from;
+  uint32_t w = page->tally->bits_from;
   uint32_t n = 0;
   for (; w < words; w++) {
     uint64_t word = bits[w];
@@ -131,13 +141,13 @@ HZ_INLINE uint32_t hz_page_take_free(hz_page_t *page, void **out,
       word &= word - 1;
       if (n == max) {
         bits[w] = word;
-        page->bits_from = (uint16_t)w;
+        page->tally->bits_from = (uint16_t)w;
         return n;
       }
     }
     bits[w] = 0;
   }
-  page->bits_from = (uint16_t)w;
+  page->tally->bits_from = (uint16_t)w;
   return n;
 }
 
@@ -164,7 +174,7 @@ void hz_page_secure_batch(void **out, uint32_t freed, uint32_t n);
  * (check.h). Returns how many; the caller holds them as used. */
 HZ_INLINE uint32_t hz_page_take(hz_page_t *page, void **out, uint32_t max) {
   uint32_t n = 0;
-  if (page->used < page->capacity) n = hz_page_take_free(page, out, max);
+  if (page->tally->used < page->capacity) n = hz_page_take_free(page, out, max);
   uint32_t all = n < max ? n + hz_page_carve(page, out + n, max - n) : n;
   if (HZ_SECURE) hz_page_secure_batch(out, n, all);
   return all;
@@ -178,7 +188,7 @@ HZ_INLINE uint32_t hz_page_index(const hz_page_t *page, const void *block) {
 }
 
 HZ_INLINE bool hz_page_bit(const hz_page_t *page, uint32_t index) {
-  return (page->free_bits[index / 64] >> (index % 64)) & 1;
+  return (page->tally->bits[index / 64] >> (index % 64)) & 1;
 }
 
 /* Block `index` (carved, handed out) comes back: its bit is set. False,
@@ -186,10 +196,11 @@ HZ_INLINE bool hz_page_bit(const hz_page_t *page, uint32_t index) {
  * lowers `used`. */
 HZ_INLINE bool hz_page_put_index(hz_page_t *page, uint32_t index) {
   uint64_t bit = (uint64_t)1 << (index % 64);
-  uint64_t *word = &page->free_bits[index / 64];
+  uint64_t *word = &page->tally->bits[index / 64];
   if (HZ_UNLIKELY(*word & bit)) return false;
   *word |= bit;
-  if (index / 64 < page->bits_from) page->bits_from = (uint16_t)(index / 64);
+  if (index / 64 < page->tally->bits_from)
+    page->tally->bits_from = (uint16_t)(index / 64);
   return true;
 }
 
@@ -208,7 +219,7 @@ HZ_INLINE bool hz_page_uncarve(hz_page_t *page, const void *block) {
 
 /* A free block or room to carve one. */
 HZ_INLINE bool hz_page_has_room(const hz_page_t *page) {
-  return page->used < page->reserved;
+  return page->tally->used < page->reserved;
 }
 
 /* Give back the memory of the page's free blocks (whole OS pages inside
@@ -288,7 +299,7 @@ HZ_INLINE uint8_t *hz_page_end(const hz_page_t *page) {
 }
 
 HZ_INLINE bool hz_page_all_free(const hz_page_t *page) {
-  return page->used == 0;
+  return page->tally->used == 0;
 }
 
 #endif

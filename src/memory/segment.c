@@ -35,7 +35,7 @@ _Atomic uint8_t hz_segment_map[HZ_SEGMENT_MAP_ENTRIES];
 
 _Static_assert(sizeof(hz_segment_t) <= HZ_SEGMENT_META_SIZE,
                "segment header too large");
-_Static_assert(offsetof(hz_segment_t, free_bits) <= HZ_LARGE_META_SIZE,
+_Static_assert(offsetof(hz_segment_t, tallies) <= HZ_LARGE_META_SIZE,
                "a large block's header holds all but the bitmaps");
 
 static hz_lock_t segment_lock = HZ_LOCK_INIT;
@@ -459,7 +459,7 @@ static hz_page_t *page_make(hz_segment_t *seg, unsigned first, unsigned n) {
   uint8_t *end = base + ((size_t)(first + n) << HZ_SLICE_SHIFT);
   if (first + n == HZ_SLICES) end -= HZ_GUARD_SIZE;
   memset(page, 0, sizeof *page);
-  page->free_bits = seg->free_bits[first];
+  page->tally = &seg->tallies[first];
   hz_page_set_start(page, start);
   HZ_ASSERT(((uintptr_t)start | (uintptr_t)end) % 4096 == 0);
   hz_page_set_area(page, (size_t)(end - start));
@@ -591,7 +591,7 @@ void hz_segment_summarize(size_t *pages, size_t *blocks, size_t *bytes,
     for (int i = 0; i < HZ_SLICES; i++) {
       const hz_page_t *page = &seg->pages[i];
       if (hz_page_heap(page) == NULL) continue;
-      size_t used = HZ_SHARED_GET(page->used);
+      size_t used = HZ_SHARED_GET(page->tally->used);
       *pages += 1;
       *blocks += used;
       *bytes += used * HZ_SHARED_GET(page->block_size);

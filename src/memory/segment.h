@@ -77,9 +77,9 @@ typedef struct hz_segment_s {
   struct hz_segment_s *prev;
   struct hz_segment_s *all_next; /* every segment of pages */
   struct hz_segment_s *all_prev;
-  /* The free bitmap of the page starting at each slice (page.h): out of
-   * the blocks, and resident only where pages use it. */
-  _Alignas(64) uint64_t free_bits[HZ_SLICES][HZ_PAGE_BITMAP_WORDS];
+  /* The counts and free bitmap of the page starting at each slice
+   * (page.h): out of the blocks, and resident only where pages use them. */
+  hz_page_tally_t tallies[HZ_SLICES];
 } hz_segment_t;
 
 /* A heap's segments: only its owner (or a collector holding the heap)
@@ -91,12 +91,12 @@ typedef struct hz_segment_set_s {
 } hz_segment_set_t;
 
 /* The header (page descriptors, then the pages' free bitmaps) fills the
- * first 40 KiB. The secure
+ * first 44 KiB. The secure
  * variants follow it with a guard page and keep another at the segment's
  * end, so neither an underflow of the first block nor an overflow out of
  * the segment below reaches the descriptors. Blocks start at
  * HZ_SEGMENT_HEADER_SIZE. */
-#define HZ_SEGMENT_META_SIZE   ((size_t)40 << 10)
+#define HZ_SEGMENT_META_SIZE   ((size_t)44 << 10)
 #define HZ_GUARD_SIZE          (HZ_SECURE ? (size_t)4096 : 0)
 #define HZ_SEGMENT_HEADER_SIZE (HZ_SEGMENT_META_SIZE + HZ_GUARD_SIZE)
 /* A large block's segment has one page and no bitmap: its header is the

@@ -146,7 +146,7 @@ static void heap_collect(hz_heap_t *heap) {
     hz_page_t *page = heap->queues[c].first;
     while (page != NULL) {
       hz_page_t *next = page->next;
-      if (page->used == 0) hz_heap_retire_page(heap, page);
+      if (page->tally->used == 0) hz_heap_retire_page(heap, page);
       page = next;
     }
   }
