@@ -10,7 +10,7 @@ set(HZ_CORE_FILES
   observe/stats.c observe/prof.c observe/prof_store.c observe/prof_write.c
   memory/page.c memory/arena.c memory/segment.c memory/large.c
   memory/purge.c
-  threads/remote.c threads/heap.c threads/heap_free.c threads/heap_collect.c
-  threads/thread.c
+  threads/remote.c threads/heap_owner.c threads/heap.c threads/heap_free.c
+  threads/heap_collect.c threads/thread.c
   surface/api.c surface/cxx.c)
 set(HZ_OVERRIDE_FILES surface/override.c)

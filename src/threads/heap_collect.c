@@ -4,32 +4,12 @@
  * slow paths; an owner that finds its heap claimed waits), taking blocks
  * out of an idle heap's bins, collecting (inbox home, empty pages back,
  * free blocks' memory discarded), and what an exiting or trimming owner
- * gives back. The owner's side of the handshake is in heap_parts.h. */
+ * gives back. The owner's side of the handshake is heap_owner.c's. */
 #include <string.h>
 
 #include "heap_parts.h"
 #include "options.h"
 #include "os.h"
-
-void hz_heap_wait_unclaimed(hz_heap_t *heap) {
-  while (hz_heap_claimed(heap))
-    hz_os_yield();
-}
-
-void hz_heap_reentered(hz_heap_t *heap) {
-  hz_check_report("re-entered slow path", heap,
-                  "malloc or free called by a signal handler that "
-                  "interrupted the allocator; malloc is not "
-                  "async-signal-safe");
-}
-
-HZ_NOINLINE void hz_heap_wait_collector(hz_heap_t *heap) {
-  do {
-    atomic_store_explicit(&heap->busy, 0, memory_order_release);
-    hz_heap_wait_unclaimed(heap);
-    hz_heap_raise_busy(heap);
-  } while (hz_heap_claimed(heap));
-}
 
 static hz_collect_depth_t idle_depth(hz_heap_t *heap, uint64_t now_ms) {
   bool pending = hz_heap_has_incoming(heap);
@@ -86,21 +66,6 @@ void hz_heap_release_claim(hz_heap_t *heap) {
  * the collector's; it records that bound in stolen_end. The owner's next
  * slow path keeps [stolen_end, top) and moves it back to the start.
  * ------------------------------------------------------------------------- */
-void hz_heap_bins_restore(hz_heap_t *heap) {
-  for (int c = 1; c < HZ_CLASS_COUNT; c++) {
-    hz_bin_t *bin = &heap->bins[c];
-    void **start = heap->bin_slots[c];
-    if (bin->base == start) continue;
-    void **from = bin->stolen_end != NULL ? bin->stolen_end : bin->base;
-    size_t left = bin->top > from ? (size_t)(bin->top - from) : 0;
-    memmove(start, from, left * sizeof *start);
-    bin->base = start;
-    bin->top = start + left;
-    bin->stolen_end = NULL;
-  }
-  heap->bins_stolen = false;
-}
-
 #if !defined(__SANITIZE_THREAD__)
 static void heap_take_bins(hz_heap_t *heap) {
   void **old_base[HZ_CLASS_COUNT] = {0};
