@@ -84,7 +84,7 @@ typedef struct hz_page_s {
   uint8_t emptied; /* its heap's: an empty page kept in its class queue */
   uint8_t unused8;
   uint16_t unused16;
-  uint32_t unused32;
+  uint32_t emptied_at; /* its heap's slow paths when it emptied */
   /* Owner heap | flags, 0 when the page is free. The free fast path
    * compares it with the current heap: equal means ours and no flag set. */
   _Atomic uintptr_t owner;

@@ -169,18 +169,21 @@ void hz_heap_retire_page(hz_heap_t *heap, hz_page_t *page) {
   heap_spare_push(heap, page);
 }
 
-/* A page whose blocks all came back stays in its class queue while the
- * heap keeps less than HZ_HEAP_EMPTY_BYTES of such pages: the refills take
- * it (the emptiest, so last) before they cut a fresh one. Beyond that it
- * goes at once, and a collection takes them all. A producer whose
- * consumers send whole batches home empties the pages it filled together:
- * retired at once, they were cut again for the next batch and faulted in
- * after each purge (batch_queue 2x2-8-2048: 21,000 pages cut, 550 with
- * empty pages kept). The page refills take from stays regardless, so a
- * class that frees and allocates one block at a time does not bounce. A
- * kept page is flagged retired like a spare one: no block of it is live,
- * so the free fast path leaves any free to it to the generic path, which
- * reports a double free. */
+/* A page whose blocks all came back stays in its class queue, last in line
+ * (the refills take it before they cut a fresh page), until it has been
+ * empty for HZ_HEAP_EMPTY_AGE of the heap's slow paths (heap_age_empty),
+ * while the heap keeps less than HZ_HEAP_EMPTY_BYTES of such pages; a
+ * collection takes them all. Retired at once, pages churned: a producer
+ * whose consumers send whole batches home empties the pages it filled
+ * together (batch_queue 2x2-8-2048: 21,000 pages cut, 3,000 with 4 MiB
+ * kept). More kept would churn less (mt_remote main R90/T4: 7,000 pages
+ * cut and 95 MiB peak RSS with 4 MiB, 850 and 63 MiB with 16 MiB), but
+ * then memory freed in small pages no longer serves wide ones, and 64 MiB
+ * freed to an idle owner is not back within 200 ms (the reuse, purge and
+ * exited tests). The page refills take from stays regardless. A kept page
+ * is flagged retired like a spare one: no block of it is live, so the free
+ * fast path leaves any free to it to the generic path, which reports a
+ * double free. */
 static void heap_page_emptied(hz_heap_t *heap, hz_page_t *page) {
   hz_page_queue_t *q = &heap->queues[page->class_id];
   size_t area = hz_page_area(page);
@@ -189,6 +192,8 @@ static void heap_page_emptied(hz_heap_t *heap, hz_page_t *page) {
     return;
   }
   page->emptied = 1;
+  page->emptied_at =
+      atomic_load_explicit(&heap->activity, memory_order_relaxed);
   heap->empty_bytes += area;
   hz_page_set_flag(page, HZ_PAGE_RETIRED, true); /* a free to it: reported */
   if (q->first != page) { /* the emptiest: last in line */
@@ -544,6 +549,18 @@ HZ_NOINLINE void *hz_heap_malloc_sampled(hz_heap_t *heap, hz_bin_t *bin,
   return heap_sampled(heap, hz_bin_take(bin, bin->top, cls), size);
 }
 
+/* The emptiest page of the class (last in its queue) goes if it has been
+ * empty for HZ_HEAP_EMPTY_AGE of the heap's slow paths: kept pages absorb
+ * a class's ups and downs, and memory held follows memory live as the
+ * heap goes on. One look per malloc slow path. */
+static void heap_age_empty(hz_heap_t *heap, uint8_t cls) {
+  hz_page_t *last = heap->queues[cls].last;
+  if (last == NULL || !last->emptied || last == heap->queues[cls].first) return;
+  uint32_t now = atomic_load_explicit(&heap->activity, memory_order_relaxed);
+  if (now - last->emptied_at >= HZ_HEAP_EMPTY_AGE)
+    hz_heap_retire_page(heap, last);
+}
+
 void *hz_heap_malloc_small(hz_heap_t *heap, size_t size) {
   hz_heap_enter(heap);
   HZ_SHARED_ADD(heap->stats.slow_mallocs, 1);
@@ -552,6 +569,7 @@ void *hz_heap_malloc_small(hz_heap_t *heap, size_t size) {
   if (hz_heap_has_incoming(heap)) hz_heap_drain_inbox(heap);
   hz_bin_t *bin = &heap->bins[cls];
   void *block = NULL;
+  heap_age_empty(heap, cls);
   if (bin->top != bin->base || heap_refill(heap, cls)) {
     bin->sample_left--;
     block = hz_bin_take(bin, bin->top, cls);

@@ -51,9 +51,11 @@ typedef enum {
  * double free. */
 #define HZ_HEAP_SPARE_KINDS HZ_KIND_COUNT
 
-/* Bytes of empty pages a heap keeps in its class queues for the next
- * refills (beyond them an emptied page goes at once). */
+/* Empty pages a heap keeps in its class queues for the next refills: up
+ * to this many bytes (beyond them an emptied page goes at once), each for
+ * at most HZ_HEAP_EMPTY_AGE of the heap's slow paths. */
 #define HZ_HEAP_EMPTY_BYTES ((size_t)4 << 20)
+#define HZ_HEAP_EMPTY_AGE   4096u
 
 /* Bin capacity: HZ_BIN_SLOTS blocks (64: a refill takes half, 32 blocks
  * from one page's bitmap; with 32 slots hot_pair 16-1024 B random cost
