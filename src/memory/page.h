@@ -180,7 +180,8 @@ HZ_INLINE uint32_t hz_page_take(hz_page_t *page, void **out, uint32_t max) {
   return all;
 }
 
-/* The index of `block`, a block start of the page. */
+/* The index of `block`, a block start of the page (anything else gives an
+ * index past every block: sizeclass.h). */
 HZ_INLINE uint32_t hz_page_index(const hz_page_t *page, const void *block) {
   uint32_t offset =
       (uint32_t)((uintptr_t)block - (uintptr_t)hz_page_start(page));
@@ -280,8 +281,7 @@ HZ_INLINE void hz_page_set_flag(hz_page_t *page, unsigned bit, bool on) {
  * other threads, which must not read capacity. */
 HZ_INLINE bool hz_page_is_block(const hz_page_t *page, const void *p,
                                 uint32_t limit) {
-  uint32_t offset = (uint32_t)((uintptr_t)p - (uintptr_t)hz_page_start(page));
-  return hz_sizeclass_block_index(page->class_id, offset) < limit;
+  return hz_page_index(page, p) < limit;
 }
 
 /* Bytes from the page's first block to its end (start and end lie on

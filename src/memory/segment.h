@@ -90,8 +90,8 @@ typedef struct hz_segment_set_s {
   hz_segment_t *empty; /* one segment with no page, kept for reuse */
 } hz_segment_set_t;
 
-/* The header (page descriptors, then the pages' free bitmaps) fills the
- * first 44 KiB. The secure
+/* The header (page descriptors, then the pages' tallies: counts and free
+ * bitmaps) fills the first 44 KiB. The secure
  * variants follow it with a guard page and keep another at the segment's
  * end, so neither an underflow of the first block nor an overflow out of
  * the segment below reaches the descriptors. Blocks start at

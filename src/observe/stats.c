@@ -115,8 +115,9 @@ static waiting_t waiting_of(const hz_heap_summary_t *h) {
     const hz_class_stats_t *k = &h->classes[c];
     orphans += (int64_t)GET(orphan_frees[c]);
     remote += (int64_t)k->remote_frees;
-    live += (int64_t)(k->allocs - k->frees) - (int64_t)GET(orphan_frees[c]);
+    live += (int64_t)(k->allocs - k->frees);
   }
+  live -= orphans; /* frees by threads without a heap, counted apart */
   int64_t published = (int64_t)h->counters.stash_published;
   int64_t stashes = remote - published;
   int64_t inboxes = published + orphans - (int64_t)h->counters.drained_blocks;

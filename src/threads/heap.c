@@ -1,16 +1,17 @@
 /* heap: a heap's bins and pages, and the malloc slow path behind the
- * inline fast path (fast.h): refilling a bin from the class's fullest page
- * (its free blocks lowest address first, then fresh ones carved), spilling
- * a full bin back onto its pages, publishing the per-class counts, and
- * taking the inbox home, a header at a time onto its page. Frees the fast
+ * inline fast path (fast.h): refilling a bin from one page (the class's
+ * current one, else its fullest; free blocks lowest address first, then
+ * fresh ones carved), spilling a full bin back onto its pages, empty and
+ * spare pages, publishing the per-class counts, and taking the inbox home
+ * as bits set on the blocks' pages. Frees the fast
  * path leaves are heap_free.c's; the collection of idle heaps is
  * heap_collect.c's.
  *
  * Invariants: a page is on exactly one queue of its owner (its class
  * queue, or `full` when in_full is set); a block in a bin counts as used
  * by its page; bins hold only block starts of pages their heap owns; a
- * page whose blocks are all free goes back to its segment, unless it is
- * the one its class's refills take from. */
+ * page with no block in use is flagged retired (kept empty in its class
+ * queue, or spare) or back in its segment. */
 #include "heap_parts.h"
 
 #include <stdatomic.h>
@@ -216,7 +217,8 @@ static void heap_unfull(hz_heap_t *heap, hz_page_t *page) {
 }
 
 /* `n` blocks of the page came back (their bits set): the page leaves the
- * full queue, and goes back to its segment once all its blocks are free. */
+ * full queue, and once all its blocks are free it is kept empty or goes
+ * (heap_page_emptied). */
 HZ_INLINE void heap_page_returned(hz_heap_t *heap, hz_page_t *page,
                                   uint32_t n) {
   if (n == 0) return;
@@ -508,29 +510,28 @@ static hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls) {
   return page;
 }
 
-/* Fill the bin of `cls` up to half way from one page (the first with
- * room), the lowest address on top: malloc hands blocks out in address
- * order, which hardware prefetchers follow. (A software prefetch of each
- * block for writing bought nothing measurable on batch_queue,
- * random_mixed, string_builder or json, 5 runs each, and was dropped.)
- * False if out of memory. */
+/* Fill the empty bin of `cls` up to half way from one page (the one
+ * heap_find_page chooses, which has room: at least one block), the lowest
+ * address on top: malloc hands blocks out in address order, which
+ * hardware prefetchers follow. (A software prefetch of each block for
+ * writing bought nothing measurable on batch_queue, random_mixed,
+ * string_builder or json, 5 runs each, and was dropped.) False if out of
+ * memory. */
 static bool heap_refill(hz_heap_t *heap, uint8_t cls) {
   hz_bin_t *bin = &heap->bins[cls];
-  size_t cap = bin_capacity_of(bin);
-  void **want = bin->base + (cap > 1 ? cap / 2 : 1);
-  while (bin->top == bin->base) {
-    hz_page_t *page = heap_find_page(heap, cls);
-    if (page == NULL) break;
-    uint32_t taken = hz_page_take(page, bin->top, (uint32_t)(want - bin->top));
-    heap_reverse(bin->top, taken);
-    bin->top += taken;
-    hz_bin_moved(bin, taken);
-    if (page->emptied) heap_unempty(heap, page);
-    HZ_SHARED_SET(page->tally->used, (uint16_t)(page->tally->used + taken));
-    hz_page_check(page);
-    HZ_ASSERT(bin->top <= bin->limit);
-  }
-  return bin->top > bin->base;
+  HZ_ASSERT(bin->top == bin->base);
+  hz_page_t *page = heap_find_page(heap, cls);
+  if (page == NULL) return false;
+  uint32_t taken =
+      hz_page_take(page, bin->top, (uint32_t)(bin_capacity_of(bin) / 2));
+  HZ_ASSERT(taken > 0);
+  heap_reverse(bin->top, taken);
+  bin->top += taken;
+  hz_bin_moved(bin, taken);
+  if (page->emptied) heap_unempty(heap, page);
+  HZ_SHARED_SET(page->tally->used, (uint16_t)(page->tally->used + taken));
+  hz_page_check(page);
+  return true;
 }
 
 /* The block the countdown reached 0 on (it is counted): record it. */
