@@ -284,16 +284,19 @@ static void discard_run(hz_segment_t *seg, uint64_t run) {
                 hz_option_enabled(HZ_OPTION_PURGE_MADV_FREE));
 }
 
-/* Purge what may go now (segment's lock held): in a region backed by a
- * huge page only when the whole region is free, so a routine purge never
- * splits one; anything free when forced. */
-static void segment_purge_one(hz_segment_t *seg, bool force) {
+/* Purge what may go now (segment's lock held): the aged slices, or with
+ * `all` every dirty one; in a region backed by a huge page only when the
+ * whole region is free, so a routine purge never splits one; anything
+ * free when forced. What stays dirty ages for the next round. */
+static void segment_purge_one(hz_segment_t *seg, bool all, bool force) {
   uint64_t allowed = ~seg->used_slices;
   for (unsigned r = 0; r < HZ_REGIONS_PER_SEGMENT && !force; r++)
     if ((seg->huge >> r & 1) && (seg->used_slices & region_bits(r)) != 0)
       allowed &= ~region_bits(r);
+  if (!all && !force) allowed &= seg->aged_slices;
   uint64_t todo = seg->dirty_slices & allowed;
   seg->dirty_slices &= ~todo;
+  seg->aged_slices = seg->dirty_slices;
   while (todo != 0) {
     uint64_t low = todo & -todo;         /* lowest slice to give back */
     uint64_t run = todo & ~(todo + low); /* the run of ones from there */
@@ -316,7 +319,7 @@ uint64_t hz_segment_purge(uint64_t now, bool force) {
       continue;
     }
     hz_lock(&seg->lock);
-    segment_purge_one(seg, force);
+    segment_purge_one(seg, false, force);
     due = seg->dirty_slices == 0 ? 0 : hz_segment_purge_due_from(now);
     HZ_SHARED_SET(seg->purge_due, due); /* held back by a huge page */
     hz_unlock(&seg->lock);
@@ -482,26 +485,36 @@ static hz_page_t *region_cut(hz_segment_t *seg, unsigned region, unsigned n) {
   uint64_t bits = run_bits(first, n);
   seg->used_slices |= bits;
   seg->dirty_slices &= ~bits;
+  seg->aged_slices &= ~bits;
   hz_page_t *page = page_make(seg, first, n);
   hz_unlock(&seg->lock);
   return page;
 }
 
-hz_page_t *hz_segment_page_alloc(hz_segment_set_t *set, hz_page_kind_t kind) {
-  unsigned n = kind_slices[kind];
-  placement_t at = set_place(set, n);
-  if (at.seg == NULL) {
-    hz_segment_t *seg = segment_acquire();
-    if (seg == NULL) return NULL;
-    set_push(set, seg);
-    at = set_place(set, n);
-    HZ_ASSERT(at.seg == seg);
-  }
+static hz_page_t *set_cut(hz_segment_set_t *set, placement_t at, unsigned n) {
   hz_segment_t *seg = at.seg;
   if (seg == set->empty) set->empty = NULL;
   hz_page_t *page = region_cut(seg, at.region, n);
   if (seg->used_slices == ~(uint64_t)0) set_remove(set, seg);
   return page;
+}
+
+hz_page_t *hz_segment_page_cut(hz_segment_set_t *set, hz_page_kind_t kind) {
+  unsigned n = kind_slices[kind];
+  placement_t at = set_place(set, n);
+  return at.seg != NULL ? set_cut(set, at, n) : NULL;
+}
+
+hz_page_t *hz_segment_page_alloc(hz_segment_set_t *set, hz_page_kind_t kind) {
+  hz_page_t *page = hz_segment_page_cut(set, kind);
+  if (page != NULL) return page;
+  hz_segment_t *seg = segment_acquire();
+  if (seg == NULL) return NULL;
+  set_push(set, seg);
+  unsigned n = kind_slices[kind];
+  placement_t at = set_place(set, n);
+  HZ_ASSERT(at.seg == seg);
+  return set_cut(set, at, n);
 }
 
 /* The slices of a page, from its area (only the last slice's page may
@@ -531,7 +544,8 @@ void hz_segment_page_free(hz_page_t *page) {
     due = hz_segment_purge_due_from(hz_os_now_ms());
     HZ_SHARED_SET(seg->purge_due, due);
   }
-  if (hz_option(HZ_OPTION_PURGE_DELAY_MS) == 0) segment_purge_one(seg, false);
+  if (hz_option(HZ_OPTION_PURGE_DELAY_MS) == 0)
+    segment_purge_one(seg, true, false);
   hz_unlock(&seg->lock);
   purge_note_due(due);
   if (was_full) set_push(set, seg);

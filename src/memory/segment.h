@@ -63,12 +63,15 @@ typedef struct hz_segment_s {
   size_t map_size;     /* bytes mapped from the segment start (large blocks) */
   size_t touched;      /* large: bytes from the start that may be resident */
   uint64_t demand_epoch; /* large: last half delay its bytes counted in */
-  /* Slices held by a page, and free slices that may be resident (dirty),
-   * which go back to the kernel once purge_due has passed. The owner
-   * changes them, the purge reads and clears them: both under `lock`. */
+  /* Slices held by a page, free slices that may be resident (dirty), and
+   * those of them dirty since the last purge round (aged), which the next
+   * round gives back to the kernel once purge_due has passed: a slice
+   * stays resident one to two purge delays after its page went. The owner
+   * changes them, the purge reads and clears them: all under `lock`. */
   hz_lock_t lock;
   uint64_t used_slices;
   uint64_t dirty_slices;
+  uint64_t aged_slices;
   uint64_t purge_due; /* written under `lock`, read with HZ_SHARED_GET */
   struct hz_segment_s *purge_next; /* large: the cache's purge queue */
   struct hz_segment_s *purge_prev;
@@ -198,6 +201,9 @@ hz_page_kind_t hz_segment_kind_for(size_t block_size);
  * owner unset), or NULL when no memory can be had. Placed in the fullest
  * 2 MiB region with room. Owner of the set only. */
 hz_page_t *hz_segment_page_alloc(hz_segment_set_t *set, hz_page_kind_t kind);
+/* The same from the segments the set holds already: NULL when none of them
+ * has room. */
+hz_page_t *hz_segment_page_cut(hz_segment_set_t *set, hz_page_kind_t kind);
 /* Give a page with no live block back to its segment (its set's owner). */
 void hz_segment_page_free(hz_page_t *page);
 /* Give the set's empty segment back to the process (trim, collection). */

@@ -37,6 +37,11 @@ static double next_growth_dump;   /* live_bytes that triggers one */
 static _Atomic bool dump_pending; /* a signal asked while it was held */
 static unsigned dump_sequence;    /* under prof_lock */
 static int (*unwind)(void **frames, int max); /* libunwind's unw_backtrace */
+/* Held for reading while a thread unwinds, and for writing across fork:
+ * libunwind takes locks of its own while it walks a stack, and a fork
+ * child that found one held would wait for it forever. */
+static pthread_rwlock_t unwind_gate = PTHREAD_RWLOCK_INITIALIZER;
+static bool unwind_gate_closed;
 
 static HZ_TLS bool prof_busy;    /* this thread is inside the profiler */
 static HZ_TLS double large_left; /* bytes to the next large sample */
@@ -223,7 +228,9 @@ static uintptr_t own_start, own_end;
 
 static uint32_t capture(void **frames) {
   void *raw[HZ_PROF_DEPTH + 16];
+  pthread_rwlock_rdlock(&unwind_gate);
   int n = unwind(raw, HZ_PROF_DEPTH + 16);
+  pthread_rwlock_unlock(&unwind_gate);
   int first = 0;
   while (first < n && (uintptr_t)raw[first] >= own_start &&
          (uintptr_t)raw[first] < own_end)
@@ -397,16 +404,23 @@ void hz_prof_start(void) {
   hz_prof_active = true;
 }
 
+void hz_prof_fork_wait_unwinds(void) {
+  unwind_gate_closed = hz_prof_active;
+  if (unwind_gate_closed) pthread_rwlock_wrlock(&unwind_gate);
+}
+
 void hz_prof_fork_prepare(void) {
   if (hz_prof_active) hz_lock(&prof_lock);
 }
 
 void hz_prof_fork_parent(void) {
   if (hz_prof_active) hz_unlock(&prof_lock);
+  if (unwind_gate_closed) pthread_rwlock_unlock(&unwind_gate);
 }
 
 void hz_prof_fork_child(void) {
   if (hz_prof_active) hz_lock_reinit(&prof_lock);
+  if (unwind_gate_closed) pthread_rwlock_init(&unwind_gate, NULL);
 }
 
 /* At exit: the final profile, and the leak report if asked. */

@@ -56,6 +56,10 @@ bool hz_prof_page_may_hold(const void *page);
 /* A sampled large block moved or changed size (realloc). */
 void hz_prof_moved(const void *from, void *to, size_t size);
 
+/* fork: the first prepare step waits for every unwinding thread and keeps
+ * new ones out (an unwinding thread may allocate, so before any of the
+ * allocator's locks); the parent and the child open the way again. */
+void hz_prof_fork_wait_unwinds(void);
 void hz_prof_fork_prepare(void);
 void hz_prof_fork_parent(void);
 void hz_prof_fork_child(void);

@@ -268,9 +268,9 @@ void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
               (unsigned long long)GET(large_frees), GET(large_live_bytes));
   hz_os_print("  cached         %zu large mappings (%zu bytes, %zu not yet "
               "purged), %zu empty segments, %zu bytes of free pages not yet "
-              "purged\n",
+              "purged, %zu bytes of empty pages heaps keep\n",
               m->large_cached, m->large_cached_bytes, m->large_dirty_bytes,
-              m->segments_cached, m->dirty_bytes);
+              m->segments_cached, m->dirty_bytes, h->bytes_kept_empty);
   hz_os_print("  segments       %zu live; arena %zu bytes reserved, %zu in "
               "use\n",
               m->segments, m->arena_reserved, m->arena_in_use);
@@ -373,16 +373,17 @@ bool hz_stats_write_json(const char *path, const hz_heap_summary_t *h,
            "  \"pages_in_use\": %zu, \"pages_acquired\": %llu, "
            "\"pages_retired\": %llu,\n"
            "  \"segments\": %zu, \"segments_cached\": %zu, "
-           "\"free_held_bytes\": %zu,\n"
+           "\"free_held_bytes\": %zu, \"empty_kept_bytes\": %zu,\n"
            "  \"arena_reserved\": %zu, \"arena_in_use\": %zu, "
            "\"huge_regions\": %zu,\n"
            "  \"regions_by_fill\": [%zu, %zu, %zu, %zu, %zu, %zu],\n",
            h->heaps_total, h->heaps_pooled, h->heaps_retired, h->pages_in_use,
            (unsigned long long)c->pages_acquired,
            (unsigned long long)c->pages_retired, m->segments,
-           m->segments_cached, m->dirty_bytes, m->arena_reserved,
-           m->arena_in_use, m->huge_regions, m->regions[0], m->regions[1],
-           m->regions[2], m->regions[3], m->regions[4], m->regions[5]);
+           m->segments_cached, m->dirty_bytes, h->bytes_kept_empty,
+           m->arena_reserved, m->arena_in_use, m->huge_regions, m->regions[0],
+           m->regions[1], m->regions[2], m->regions[3], m->regions[4],
+           m->regions[5]);
   waiting_t w = waiting_of(h);
   json_add(&j,
            "  \"free_waiting\": {\"bins\": %llu, \"stashes\": %llu, "

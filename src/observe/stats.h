@@ -46,6 +46,7 @@ typedef struct {
   size_t blocks_live;
   size_t bytes_live; /* small blocks handed out, counted at block size */
   size_t blocks_free_on_pages; /* carved blocks back on their pages */
+  size_t bytes_kept_empty;     /* empty pages heaps keep for reuse */
 } hz_heap_summary_t;
 
 /* The allocator's locks, each counting how often it was taken. */

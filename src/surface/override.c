@@ -105,7 +105,8 @@ HZ_EXPORT int malloc_trim(size_t pad) {
  *   hblks     live large mappings;  hblkhd  bytes mapped for large blocks
  *   uordblks  bytes handed out (small blocks at block size, large mappings)
  *   fordblks  mapped bytes not handed out;  fsmblks  large cache bytes
- *   keepcost  free bytes not yet purged (what malloc_trim would give back) */
+ *   keepcost  free bytes not yet purged and empty pages heaps keep (what
+ *             malloc_trim would give back) */
 HZ_EXPORT struct mallinfo2 mallinfo2(void) {
   hz_heap_summary_t heaps;
   hz_memory_summary_t memory;
@@ -126,7 +127,8 @@ HZ_EXPORT struct mallinfo2 mallinfo2(void) {
   info.uordblks = in_use;
   info.fordblks = mapped > in_use ? mapped - in_use : 0;
   info.fsmblks = memory.large_cached_bytes;
-  info.keepcost = memory.dirty_bytes + memory.large_dirty_bytes;
+  info.keepcost =
+      memory.dirty_bytes + memory.large_dirty_bytes + heaps.bytes_kept_empty;
   return info;
 }
 

@@ -122,6 +122,7 @@ static void heap_spare_push(hz_heap_t *heap, hz_page_t *page) {
   page->next = heap->spare[kind];
   heap->spare[kind] = page;
   heap->spare_count[kind]++;
+  HZ_SHARED_ADD(heap->kept_bytes, hz_page_area(page));
 }
 
 /* A spare page of `kind`, preferring one already cut for `cls`. */
@@ -136,19 +137,29 @@ static hz_page_t *heap_spare_take(hz_heap_t *heap, hz_page_kind_t kind,
   *link = page->next;
   page->next = NULL;
   heap->spare_count[kind]--;
+  HZ_SHARED_SET(heap->kept_bytes, heap->kept_bytes - hz_page_area(page));
   hz_page_set_flag(page, HZ_PAGE_RETIRED, false);
   return page;
 }
 
-void hz_heap_spare_release(hz_heap_t *heap) {
+/* Every spare page back to its segment; false when there was none. */
+static bool heap_spares_free(hz_heap_t *heap) {
+  bool any = false;
   for (int kind = 0; kind < HZ_HEAP_SPARE_KINDS; kind++) {
     while (heap->spare[kind] != NULL) {
       hz_page_t *page = heap->spare[kind];
       heap->spare[kind] = page->next;
+      HZ_SHARED_SET(heap->kept_bytes, heap->kept_bytes - hz_page_area(page));
       hz_segment_page_free(page);
+      any = true;
     }
     heap->spare_count[kind] = 0;
   }
+  return any;
+}
+
+void hz_heap_spare_release(hz_heap_t *heap) {
+  heap_spares_free(heap);
   hz_segment_set_trim(&heap->segments);
 }
 
@@ -160,6 +171,7 @@ static void heap_unempty(hz_heap_t *heap, hz_page_t *page) {
   page->emptied = 0;
   hz_page_set_flag(page, HZ_PAGE_RETIRED, false);
   heap->empty_bytes -= hz_page_area(page);
+  HZ_SHARED_SET(heap->kept_bytes, heap->kept_bytes - hz_page_area(page));
 }
 
 void hz_heap_retire_page(hz_heap_t *heap, hz_page_t *page) {
@@ -170,32 +182,57 @@ void hz_heap_retire_page(hz_heap_t *heap, hz_page_t *page) {
   heap_spare_push(heap, page);
 }
 
+/* The most bytes of empty pages the heap keeps now: a share of its pages
+ * in use, so a heap that churns many pages keeps enough of them to take
+ * back, and one whose memory goes (a phase ends, a burst is freed) gives
+ * it back as it goes. */
+static size_t heap_empty_budget(const hz_heap_t *heap) {
+  size_t share = heap->busy_bytes * 2;
+  return share > HZ_HEAP_EMPTY_BYTES ? share : HZ_HEAP_EMPTY_BYTES;
+}
+
+/* Retire kept empty pages, the emptiest of a class at a time (each class
+ * queue ends with its kept pages), until at most `budget` bytes are kept. */
+static void heap_trim_empty(hz_heap_t *heap, size_t budget) {
+  for (int c = 1; c < HZ_CLASS_COUNT && heap->empty_bytes > budget; c++) {
+    hz_page_queue_t *q = &heap->queues[c];
+    while (heap->empty_bytes > budget && q->last != NULL &&
+           q->last != q->first && q->last->emptied)
+      hz_heap_retire_page(heap, q->last);
+  }
+}
+
 /* A page whose blocks all came back stays in its class queue, last in line
  * (the refills take it before they cut a fresh page), until it has been
  * empty for HZ_HEAP_EMPTY_AGE of the heap's slow paths (heap_age_empty),
- * while the heap keeps less than HZ_HEAP_EMPTY_BYTES of such pages; a
+ * while the heap keeps no more such pages than heap_empty_budget; a
  * collection takes them all. Retired at once, pages churned: a producer
  * whose consumers send whole batches home empties the pages it filled
  * together (batch_queue 2x2-8-2048: 21,000 pages cut, 3,000 with 4 MiB
- * kept). More kept would churn less (mt_remote main R90/T4: 7,000 pages
- * cut and 95 MiB peak RSS with 4 MiB, 850 and 63 MiB with 16 MiB), but
- * then memory freed in small pages no longer serves wide ones, and 64 MiB
- * freed to an idle owner is not back within 200 ms (the reuse, purge and
- * exited tests). The page refills take from stays regardless. A kept page
- * is flagged retired like a spare one: no block of it is live, so the free
- * fast path leaves any free to it to the generic path, which reports a
- * double free. */
+ * kept), and a heap whose blocks of 64-128 KiB come home from other
+ * threads (mt_remote cross128 R90/T4) cut 6,000 pages with 4 MiB kept,
+ * faulting their memory in again and again (0.6 of the speed and 1.7
+ * times the peak RSS of keeping them). A fixed larger bound churned less
+ * but held memory freed in small pages from wide ones, and 64 MiB freed
+ * to an idle owner past 200 ms (the reuse, purge and exited tests): the
+ * share of pages in use follows both. The page refills take from stays
+ * regardless. A kept page is flagged retired like a spare one: no block
+ * of it is live, so the free fast path leaves any free to it to the
+ * generic path, which reports a double free. */
 static void heap_page_emptied(hz_heap_t *heap, hz_page_t *page) {
   hz_page_queue_t *q = &heap->queues[page->class_id];
   size_t area = hz_page_area(page);
-  if (q->first != page && heap->empty_bytes + area > HZ_HEAP_EMPTY_BYTES) {
+  heap->busy_bytes -= area;
+  if (q->first != page && heap->empty_bytes + area > heap_empty_budget(heap)) {
     hz_heap_retire_page(heap, page);
+    heap_trim_empty(heap, heap_empty_budget(heap));
     return;
   }
   page->emptied = 1;
   page->emptied_at =
       atomic_load_explicit(&heap->activity, memory_order_relaxed);
   heap->empty_bytes += area;
+  HZ_SHARED_ADD(heap->kept_bytes, area);
   hz_page_set_flag(page, HZ_PAGE_RETIRED, true); /* a free to it: reported */
   if (q->first != page) { /* the emptiest: last in line */
     queue_remove(q, page);
@@ -447,6 +484,24 @@ bool hz_heap_has_incoming(const hz_heap_t *heap) {
 /* ---------------------------------------------------------------------------
  * Allocating
  * ------------------------------------------------------------------------- */
+/* Give every kept empty page and spare page back to the heap's segments;
+ * false when there were none. */
+static bool heap_release_kept(hz_heap_t *heap) {
+  bool any = heap->empty_bytes != 0;
+  heap_trim_empty(heap, 0);
+  return heap_spares_free(heap) || any;
+}
+
+/* A fresh page from the heap's segments. Before they grow by a segment,
+ * the empty pages the heap keeps go back to them: memory freed in pages of
+ * one size serves pages of another before more is mapped. */
+static hz_page_t *heap_cut_page(hz_heap_t *heap, hz_page_kind_t kind) {
+  hz_page_t *page = hz_segment_page_cut(&heap->segments, kind);
+  if (page == NULL && heap_release_kept(heap))
+    page = hz_segment_page_cut(&heap->segments, kind);
+  return page != NULL ? page : hz_segment_page_alloc(&heap->segments, kind);
+}
+
 /* A page for class `cls` with room: a spare page (one of the class keeps
  * its bitmap: every block free), or a fresh one from the segments. */
 static hz_page_t *heap_new_page(hz_heap_t *heap, uint8_t cls) {
@@ -454,7 +509,7 @@ static hz_page_t *heap_new_page(hz_heap_t *heap, uint8_t cls) {
   hz_page_t *page = heap_spare_take(heap, kind, cls);
   if (page != NULL && page->class_id == cls) return page;
   if (page == NULL) {
-    page = hz_segment_page_alloc(&heap->segments, kind);
+    page = heap_cut_page(heap, kind);
     if (page == NULL) return NULL;
     HZ_SHARED_ADD(heap->stats.pages_acquired, 1);
     if (hz_heap_has_incoming(heap))
@@ -483,12 +538,15 @@ HZ_INLINE uint32_t page_room(const hz_page_t *page) {
  * blocks come out in address order); then they move to the fullest of the
  * next FIND_SCAN pages (fewest blocks left to hand out), so sparse pages
  * empty and go back, and memory held tracks memory live. Pages with
- * nothing left move to `full`. A fresh page is cut only when no page has
- * room. */
-static hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls) {
+ * nothing left move to `full`. Without `any`, only a page with blocks in
+ * use will do (NULL if none); with it, a kept empty page, a spare or a
+ * fresh page come last. */
+static hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls, bool any) {
   hz_page_queue_t *q = &heap->queues[cls];
   hz_page_t *page = q->first;
-  if (HZ_LIKELY(page != NULL && hz_page_has_room(page))) return page;
+  if (HZ_LIKELY(page != NULL && hz_page_has_room(page)) &&
+      (any || !page->emptied))
+    return page;
   hz_page_t *best = NULL;
   for (int looked = 0; page != NULL && looked < FIND_SCAN; looked++) {
     hz_page_t *next = page->next;
@@ -501,36 +559,57 @@ static hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls) {
     }
     page = next;
   }
-  if (best != NULL) {
+  if (best != NULL && (any || !best->emptied)) {
     heap_move_to_front(q, best);
     return best;
   }
+  if (!any) return NULL;
   page = heap_new_page(heap, cls);
   if (page != NULL) queue_push_front(q, page);
   return page;
 }
 
-/* Fill the empty bin of `cls` up to half way from one page (the one
- * heap_find_page chooses, which has room: at least one block), the lowest
- * address on top: malloc hands blocks out in address order, which
- * hardware prefetchers follow. (A software prefetch of each block for
- * writing bought nothing measurable on batch_queue, random_mixed,
- * string_builder or json, 5 runs each, and was dropped.) False if out of
- * memory. */
+/* Take up to `max` blocks of the page into `out`, lowest address first. */
+HZ_INLINE uint32_t heap_take(hz_heap_t *heap, hz_page_t *page, void **out,
+                             uint32_t max) {
+  uint32_t taken = hz_page_take(page, out, max);
+  HZ_ASSERT(taken > 0);
+  if (page->emptied) heap_unempty(heap, page);
+  if (page->tally->used == 0) heap->busy_bytes += hz_page_area(page);
+  HZ_SHARED_SET(page->tally->used, (uint16_t)(page->tally->used + taken));
+  hz_page_check(page);
+  return taken;
+}
+
+/* Pages one refill may take blocks from. */
+#define REFILL_PAGES 2
+
+/* Fill the empty bin of `cls` up to half way, a page at a time (the ones
+ * heap_find_page chooses: the first has room, at least one block; the
+ * next ones have blocks in use, so a refill neither cuts nor revives a
+ * page for the rest of a bin), each page's blocks lowest address first
+ * and the first page's lowest on top: malloc hands blocks out in address
+ * order, which hardware prefetchers follow. Fullest pages hold few free
+ * blocks: refilled from one page only, mt_remote main R90/T4 took 7 times
+ * as many slow paths as before pages kept their blocks. (A software
+ * prefetch of each block for writing bought nothing measurable on
+ * batch_queue, random_mixed, string_builder or json, 5 runs each, and was
+ * dropped.) False if out of memory. */
 static bool heap_refill(hz_heap_t *heap, uint8_t cls) {
   hz_bin_t *bin = &heap->bins[cls];
   HZ_ASSERT(bin->top == bin->base);
-  hz_page_t *page = heap_find_page(heap, cls);
+  uint32_t want = (uint32_t)(bin_capacity_of(bin) / 2);
+  hz_page_t *page = heap_find_page(heap, cls, true);
   if (page == NULL) return false;
-  uint32_t taken =
-      hz_page_take(page, bin->top, (uint32_t)(bin_capacity_of(bin) / 2));
-  HZ_ASSERT(taken > 0);
+  uint32_t taken = heap_take(heap, page, bin->top, want);
+  for (int pages = 1; taken < want && pages < REFILL_PAGES; pages++) {
+    page = heap_find_page(heap, cls, false);
+    if (page == NULL) break;
+    taken += heap_take(heap, page, bin->top + taken, want - taken);
+  }
   heap_reverse(bin->top, taken);
   bin->top += taken;
   hz_bin_moved(bin, taken);
-  if (page->emptied) heap_unempty(heap, page);
-  HZ_SHARED_SET(page->tally->used, (uint16_t)(page->tally->used + taken));
-  hz_page_check(page);
   return true;
 }
 

@@ -52,9 +52,12 @@ typedef enum {
 #define HZ_HEAP_SPARE_KINDS HZ_KIND_COUNT
 
 /* Empty pages a heap keeps in its class queues for the next refills: up
- * to this many bytes (beyond them an emptied page goes at once), each for
- * at most HZ_HEAP_EMPTY_AGE of the heap's slow paths. */
+ * to HZ_HEAP_EMPTY_BYTES, or 1/HZ_HEAP_EMPTY_SHARE of the bytes of its
+ * pages in use if more (beyond that an emptied page goes at once, and as
+ * pages in use go the kept ones follow), each for at most
+ * HZ_HEAP_EMPTY_AGE of the heap's slow paths. */
 #define HZ_HEAP_EMPTY_BYTES ((size_t)4 << 20)
+#define HZ_HEAP_EMPTY_SHARE 1
 #define HZ_HEAP_EMPTY_AGE   4096u
 
 /* Bin capacity: HZ_BIN_SLOTS blocks (64: a refill takes half, 32 blocks
@@ -140,6 +143,8 @@ typedef struct hz_heap_s {
   hz_page_t *spare[HZ_HEAP_SPARE_KINDS]; /* empty pages, linked by next */
   uint8_t spare_count[HZ_HEAP_SPARE_KINDS];
   size_t empty_bytes; /* of the empty pages kept in class queues */
+  size_t kept_bytes;  /* those and the spare pages: read by the stats */
+  size_t busy_bytes;  /* of its pages with a block in use (or in a bin) */
   hz_heap_stats_t stats;
   hz_heap_state_t state;
   /* Collection handshake (see the top of this file). */

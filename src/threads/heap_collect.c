@@ -200,6 +200,7 @@ void hz_heap_publish_all(hz_heap_t *heap) {
 
 void hz_heap_summarize_one(const hz_heap_t *heap, hz_heap_summary_t *out) {
   hz_stats_heap_add(&out->counters, &heap->stats);
+  out->bytes_kept_empty += HZ_SHARED_GET(heap->kept_bytes);
   out->counters.inbox_cas_retries += HZ_SHARED_GET(heap->stash.cas_retries);
   out->counters.stash_wait_ns += HZ_SHARED_GET(heap->stash.wait_ns);
   out->counters.stash_lists_timed += HZ_SHARED_GET(heap->stash.timed);

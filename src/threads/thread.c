@@ -370,6 +370,7 @@ static void thread_exit(void *value) {
 }
 
 static void fork_prepare(void) {
+  hz_prof_fork_wait_unwinds(); /* first: an unwinding thread may allocate */
   hz_lock(&collect_lock);
   hz_heap_fork_prepare();
   hz_segment_fork_prepare();
