@@ -11,7 +11,10 @@
  *     refills, flagged retired, until it has been empty for
  *     HZ_HEAP_EMPTY_AGE of the heap's slow paths; then it leaves the heap
  *     (beyond a few spare pages), its slices free in the segment; a trim
- *     returns them all. */
+ *     returns them all;
+ *   - kept pages follow pages in use: a heap with many pages in use keeps
+ *     more emptied pages than HZ_HEAP_EMPTY_BYTES (up to twice those in
+ *     use), and once its pages in use go, the kept ones go down to it. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -193,10 +196,58 @@ static void fullest_first(void) {
     CHECK(hz_page_owner_word(emptied[i]) == 0);
 }
 
+/* --- kept pages follow pages in use -------------------------------------- */
+enum { BUSY_PAGES = 200, BUSY_BLOCKS = BUSY_PAGES * 64 + 64 };
+static _Alignas(64) hz_heap_t busy;
+static void *busy_blocks[BUSY_BLOCKS];
+
+/* Send every block of the pages of busy_blocks[from, to) home (the pages
+ * they fill up to `to` and no further), then let a slow path drain it. */
+static void busy_send_home(int from, int to) {
+  for (int i = from; i < to; i++) {
+    hz_heap_free_orphan(page_of(busy_blocks[i]), busy_blocks[i]);
+    busy_blocks[i] = NULL;
+  }
+  void *p = hz_heap_malloc_small(&busy, SIZE);
+  CHECK(p != NULL);
+  hz_heap_free_block(&busy, page_of(p), p);
+}
+
+static void kept_follow_use(void) {
+  hz_heap_init(&busy);
+  int n = 0;
+  while (n < BUSY_BLOCKS - 1) {
+    busy_blocks[n] = hz_heap_malloc_small(&busy, SIZE);
+    CHECK(busy_blocks[n] != NULL);
+    if (busy_blocks[n] == NULL) return;
+    n++;
+  }
+  /* The first half of the pages empty while the second half stays in use:
+   * 6.4 MiB of empty pages beside 6.4 MiB in use, all kept. */
+  int half = n / 2;
+  while (half < n &&
+         page_of(busy_blocks[half]) == page_of(busy_blocks[half - 1]))
+    half++;
+  busy_send_home(0, half);
+  size_t emptied = (size_t)half * SIZE;
+  CHECK_MSG(busy.empty_bytes > HZ_HEAP_EMPTY_BYTES &&
+                busy.empty_bytes + 4 * 64 * SIZE >= emptied,
+            "%zu bytes of empty pages kept of %zu emptied beside %zu in use",
+            busy.empty_bytes, emptied, busy.busy_bytes);
+  /* The rest go: the heap keeps no more than HZ_HEAP_EMPTY_BYTES. */
+  busy_send_home(half, n);
+  CHECK_MSG(busy.empty_bytes <= HZ_HEAP_EMPTY_BYTES,
+            "%zu bytes of empty pages kept with %zu in use", busy.empty_bytes,
+            busy.busy_bytes);
+  hz_heap_trim(&busy);
+  CHECK(busy.empty_bytes == 0 && busy.kept_bytes == 0);
+}
+
 int main(void) {
   hz_heap_init(&owner);
   hz_heap_init(&other);
   remote_batch();
   fullest_first();
+  kept_follow_use();
   return check_report("heap_pages");
 }
