@@ -538,15 +538,12 @@ HZ_INLINE uint32_t page_room(const hz_page_t *page) {
  * blocks come out in address order); then they move to the fullest of the
  * next FIND_SCAN pages (fewest blocks left to hand out), so sparse pages
  * empty and go back, and memory held tracks memory live. Pages with
- * nothing left move to `full`. Without `any`, only a page with blocks in
- * use will do (NULL if none); with it, a kept empty page, a spare or a
- * fresh page come last. */
-static hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls, bool any) {
+ * nothing left move to `full`. A fresh page is cut only when no page has
+ * room. */
+static hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls) {
   hz_page_queue_t *q = &heap->queues[cls];
   hz_page_t *page = q->first;
-  if (HZ_LIKELY(page != NULL && hz_page_has_room(page)) &&
-      (any || !page->emptied))
-    return page;
+  if (HZ_LIKELY(page != NULL && hz_page_has_room(page))) return page;
   hz_page_t *best = NULL;
   for (int looked = 0; page != NULL && looked < FIND_SCAN; looked++) {
     hz_page_t *next = page->next;
@@ -559,57 +556,39 @@ static hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls, bool any) {
     }
     page = next;
   }
-  if (best != NULL && (any || !best->emptied)) {
+  if (best != NULL) {
     heap_move_to_front(q, best);
     return best;
   }
-  if (!any) return NULL;
   page = heap_new_page(heap, cls);
   if (page != NULL) queue_push_front(q, page);
   return page;
 }
 
-/* Take up to `max` blocks of the page into `out`, lowest address first. */
-HZ_INLINE uint32_t heap_take(hz_heap_t *heap, hz_page_t *page, void **out,
-                             uint32_t max) {
-  uint32_t taken = hz_page_take(page, out, max);
+/* Fill the empty bin of `cls` up to half way from one page (the one
+ * heap_find_page chooses, which has room: at least one block), the lowest
+ * address on top: malloc hands blocks out in address order, which
+ * hardware prefetchers follow. (Going on to the next fullest page when the
+ * first runs out halved the slow paths of mt_remote main R90/T4 but bought
+ * no speed there, and cost 10% on batch_queue 2x2-8-2048, 11 runs. A
+ * software prefetch of each block for writing bought nothing measurable on
+ * batch_queue, random_mixed, string_builder or json, 5 runs each. Both
+ * were dropped.) False if out of memory. */
+static bool heap_refill(hz_heap_t *heap, uint8_t cls) {
+  hz_bin_t *bin = &heap->bins[cls];
+  HZ_ASSERT(bin->top == bin->base);
+  hz_page_t *page = heap_find_page(heap, cls);
+  if (page == NULL) return false;
+  uint32_t taken =
+      hz_page_take(page, bin->top, (uint32_t)(bin_capacity_of(bin) / 2));
   HZ_ASSERT(taken > 0);
+  heap_reverse(bin->top, taken);
+  bin->top += taken;
+  hz_bin_moved(bin, taken);
   if (page->emptied) heap_unempty(heap, page);
   if (page->tally->used == 0) heap->busy_bytes += hz_page_area(page);
   HZ_SHARED_SET(page->tally->used, (uint16_t)(page->tally->used + taken));
   hz_page_check(page);
-  return taken;
-}
-
-/* Pages one refill may take blocks from. */
-#define REFILL_PAGES 2
-
-/* Fill the empty bin of `cls` up to half way, a page at a time (the ones
- * heap_find_page chooses: the first has room, at least one block; the
- * next ones have blocks in use, so a refill neither cuts nor revives a
- * page for the rest of a bin), each page's blocks lowest address first
- * and the first page's lowest on top: malloc hands blocks out in address
- * order, which hardware prefetchers follow. Fullest pages hold few free
- * blocks: refilled from one page only, mt_remote main R90/T4 took 7 times
- * as many slow paths as before pages kept their blocks. (A software
- * prefetch of each block for writing bought nothing measurable on
- * batch_queue, random_mixed, string_builder or json, 5 runs each, and was
- * dropped.) False if out of memory. */
-static bool heap_refill(hz_heap_t *heap, uint8_t cls) {
-  hz_bin_t *bin = &heap->bins[cls];
-  HZ_ASSERT(bin->top == bin->base);
-  uint32_t want = (uint32_t)(bin_capacity_of(bin) / 2);
-  hz_page_t *page = heap_find_page(heap, cls, true);
-  if (page == NULL) return false;
-  uint32_t taken = heap_take(heap, page, bin->top, want);
-  for (int pages = 1; taken < want && pages < REFILL_PAGES; pages++) {
-    page = heap_find_page(heap, cls, false);
-    if (page == NULL) break;
-    taken += heap_take(heap, page, bin->top + taken, want - taken);
-  }
-  heap_reverse(bin->top, taken);
-  bin->top += taken;
-  hz_bin_moved(bin, taken);
   return true;
 }
 
