@@ -41,7 +41,8 @@ static const char *const option_names[] = {
     "PURGE_MADV_FREE", "PURGE_THREAD", "THP",
     "LARGE_CACHE_MAX", "STATS_JSON",   "ZERO_ON_FREE",
     "PROF",            "PROF_SAMPLE",  "PROF_INTERVAL",
-    "PROF_LEAKS",      "PROF_SIGNAL",  "PROF_PREFIX"};
+    "PROF_LEAKS",      "PROF_SIGNAL",  "PROF_PREFIX",
+    "CPU_CACHE"};
 #define OPTION_COUNT (int)(sizeof option_names / sizeof option_names[0])
 
 static void *volatile sink;

@@ -266,6 +266,16 @@ void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
               (unsigned long long)GET(large_allocs),
               (unsigned long long)GET(large_reuses),
               (unsigned long long)GET(large_frees), GET(large_live_bytes));
+  hz_os_print("  front end      %s: %llu batches to depots, %llu from them, "
+              "%llu back to heaps, %llu drains, %llu blocks cached, %llu "
+              "section restarts\n",
+              h->front_end != NULL ? h->front_end : "per-thread heaps",
+              (unsigned long long)h->cpu_depot_puts,
+              (unsigned long long)h->cpu_depot_takes,
+              (unsigned long long)h->cpu_overflows,
+              (unsigned long long)h->cpu_drains,
+              (unsigned long long)h->cpu_cached_blocks,
+              (unsigned long long)h->cpu_restarts);
   hz_os_print("  cached         %zu large mappings (%zu bytes, %zu not yet "
               "purged), %zu empty segments, %zu bytes of free pages not yet "
               "purged, %zu bytes of empty pages heaps keep\n",

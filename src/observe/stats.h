@@ -47,6 +47,10 @@ typedef struct {
   size_t bytes_live; /* small blocks handed out, counted at block size */
   size_t blocks_free_on_pages; /* carved blocks back on their pages */
   size_t bytes_kept_empty;     /* empty pages heaps keep for reuse */
+  /* The front end: its name, and the per-CPU caches' batches. */
+  const char *front_end;
+  uint64_t cpu_depot_puts, cpu_depot_takes, cpu_overflows, cpu_drains;
+  uint64_t cpu_cached_blocks, cpu_restarts;
 } hz_heap_summary_t;
 
 /* The allocator's locks, each counting how often it was taken. */

@@ -61,6 +61,10 @@ static option_entry_t option_table[HZ_OPTION_COUNT] = {
     [HZ_OPTION_PROF_PREFIX] = {"PROF_PREFIX", HZ_OPTION_TEXT, 0,
                                "path prefix of the profiles (default "
                                "hakozuna, in the working directory)"},
+    [HZ_OPTION_CPU_CACHE] = {"CPU_CACHE", HZ_OPTION_BOOL, 1,
+                             "per-CPU caches of blocks up to 2 KiB on "
+                             "glibc's rseq (release build; 0: per-thread "
+                             "heaps only)"},
 };
 
 /* Defaults that depend on the machine. */

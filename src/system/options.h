@@ -21,6 +21,7 @@ typedef enum {
   HZ_OPTION_PROF_LEAKS,      /* the leak report at exit */
   HZ_OPTION_PROF_SIGNAL,     /* a profile on SIGUSR2 */
   HZ_OPTION_PROF_PREFIX,     /* where profiles go: PREFIX.pid.seq.why.heap */
+  HZ_OPTION_CPU_CACHE,       /* per-CPU caches in front (rseq) */
   HZ_OPTION_COUNT
 } hz_option_t;
 

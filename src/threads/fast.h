@@ -71,7 +71,7 @@ HZ_INLINE void hz_fast_free(void *p) {
       /* Another heap's plain page: straight to the stash. */
       if ((word & HZ_PAGE_FLAG_MASK) == 0 && word != 0 &&
           heap != &hz_heap_empty)
-        hz_heap_free_remote_plain(heap, page, p);
+        hz_thread_free_other(p, heap, page);
       else
         hz_thread_free_slow(p, heap, seg, page);
       return;

@@ -27,6 +27,8 @@
 #define _GNU_SOURCE
 #include "thread.h"
 
+#include "cpu_cache.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -271,7 +273,10 @@ void hz_thread_collect(bool idle_only) {
 
 void hz_thread_give_back_all(void) {
   hz_heap_t *heap = hz_heap_tls;
-  if (heap != &hz_heap_empty) hz_heap_trim(heap);
+  if (heap != &hz_heap_empty) {
+    hz_cpu_cache_drain(heap);
+    hz_heap_trim(heap);
+  }
   hz_thread_collect(false);
   hz_purge_run(true);
 }
@@ -310,6 +315,36 @@ static bool purge_thread_sleep(uint64_t period) {
   return keep;
 }
 
+/* The per-CPU caches hold blocks of every heap. Once no heap has taken a
+ * slow path for HZ_IDLE_FULL_MS, the purge thread empties them into a
+ * borrowed heap, which sends the blocks home; the owners' collection and
+ * the purge then give their pages back, as for any idle memory. */
+static void purge_drain_idle_caches(void) {
+  static uint64_t seen_activity, quiet_since_ms;
+  if (!hz_cpu_cache_on) return;
+  uint64_t now_ms = hz_os_now_ms(), activity = 0;
+  hz_lock(&pool_lock);
+  for (hz_heap_t *h = heaps_all.first; h != NULL; h = h->next_all)
+    activity += atomic_load_explicit(&h->activity, memory_order_relaxed);
+  hz_unlock(&pool_lock);
+  if (activity != seen_activity) {
+    seen_activity = activity;
+    quiet_since_ms = now_ms;
+    return;
+  }
+  hz_cpu_cache_stats_t cached;
+  hz_cpu_cache_stats(&cached);
+  if (now_ms - quiet_since_ms < HZ_IDLE_FULL_MS || cached.cached_blocks == 0)
+    return;
+  hz_heap_t *heap = heap_take();
+  if (heap == NULL) return;
+  hz_cpu_cache_drain(heap);
+  hz_heap_flush(heap);
+  hz_lock(&pool_lock);
+  heap_pool_locked(heap);
+  hz_unlock(&pool_lock);
+}
+
 static void *purge_thread_main(void *arg) {
   (void)arg;
   pthread_setname_np(pthread_self(), "hz-purge");
@@ -320,6 +355,7 @@ static void *purge_thread_main(void *arg) {
   hz_tool_quiet(true); /* it reads and writes free blocks only */
   uint64_t period = purge_period_ms();
   while (purge_thread_sleep(period)) {
+    purge_drain_idle_caches();
     hz_thread_collect(true);
     hz_purge_run(false);
     hz_segment_densify();
@@ -355,8 +391,13 @@ static void purge_thread_start(void) {
 /* ---------------------------------------------------------------------------
  * Thread binding
  * ------------------------------------------------------------------------- */
+/* The section restarts of threads that exited. */
+static uint64_t exited_restarts;
+
 static void thread_exit(void *value) {
   hz_heap_t *heap = value;
+  __atomic_add_fetch(&exited_restarts, hz_cpu_restarts, __ATOMIC_RELAXED);
+  hz_cpu_restarts = 0;
   thread_exiting = true;
   exit_rounds++;
   hz_tool_quiet(true); /* parking writes links into free blocks */
@@ -371,6 +412,7 @@ static void thread_exit(void *value) {
 
 static void fork_prepare(void) {
   hz_prof_fork_wait_unwinds(); /* first: an unwinding thread may allocate */
+  hz_cpu_cache_fork_prepare();
   hz_lock(&collect_lock);
   hz_heap_fork_prepare();
   hz_segment_fork_prepare();
@@ -384,10 +426,12 @@ static void fork_parent(void) {
   hz_segment_fork_parent();
   hz_heap_fork_parent();
   hz_unlock(&collect_lock);
+  hz_cpu_cache_fork_parent();
 }
 
 /* The child has one thread: no purge thread until it makes another. */
 static void fork_child(void) {
+  hz_cpu_cache_fork_child();
   hz_prof_fork_child();
   hz_large_fork_child();
   hz_segment_fork_child();
@@ -477,6 +521,10 @@ void *hz_thread_large_alloc(size_t size, size_t align, bool zero) {
  * segment. */
 void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap) {
   if (heap->state == HZ_HEAP_EMPTY) return hz_thread_malloc_unattached(size);
+  if (hz_cpu_cache_on && size <= HZ_CPU_BLOCK_MAX) {
+    void *p = hz_cpu_malloc(heap, size);
+    if (p != NULL) return p;
+  }
   hz_purge_tick();
   if (size > HZ_SMALL_MAX) return hz_thread_large_alloc(size, 0, false);
   uint64_t pages = heap->stats.pages_acquired;
@@ -514,6 +562,11 @@ void hz_thread_free_slow(void *p, hz_heap_t *heap, hz_segment_t *seg,
   if (block != NULL) hz_heap_free_orphan(page, block); /* no heap to get */
 }
 
+void hz_thread_free_other(void *p, hz_heap_t *heap, hz_page_t *page) {
+  if (!(hz_cpu_cache_on && hz_cpu_free_block(heap, page, p)))
+    hz_heap_free_remote_plain(heap, page, p);
+}
+
 /* A thread without a heap gets one. Past our destructor's last round a
  * heap bound again would be left with a dead thread, so such calls (and
  * the purge thread's) borrow a pooled heap and give it back. */
@@ -546,6 +599,7 @@ __attribute__((constructor)) static void thread_process_start(void) {
   hz_prof_start();
   if (hz_prof_active && hz_heap_tls != &hz_heap_empty)
     hz_heap_arm_sampling(hz_heap_tls);
+  if (!hz_prof_active) hz_cpu_cache_init();
 }
 
 static bool pool_contains_locked(const hz_heap_t *heap) {
@@ -598,5 +652,15 @@ void hz_thread_summarize(hz_heap_summary_t *out) {
   hz_unlock(&pool_lock);
   hz_segment_summarize(&out->pages_in_use, &out->blocks_live, &out->bytes_live,
                        &out->blocks_free_on_pages);
+  hz_cpu_cache_stats_t cpu;
+  hz_cpu_cache_stats(&cpu);
+  out->front_end = hz_cpu_front_end();
+  out->cpu_depot_puts = cpu.depot_puts;
+  out->cpu_depot_takes = cpu.depot_takes;
+  out->cpu_overflows = cpu.overflows;
+  out->cpu_drains = cpu.drains;
+  out->cpu_cached_blocks = cpu.cached_blocks;
+  out->cpu_restarts =
+      HZ_SHARED_GET(exited_restarts) + hz_cpu_restarts; /* + this thread's */
   hz_unlock(&collect_lock);
 }

@@ -1,0 +1,252 @@
+/* cpu_cache: the per-CPU front end's slow paths (see cpu_cache.h): the
+ * start-up decision, the depots between caches, batches to and from the
+ * thread's heap, and draining every cache (membarrier with rseq: a
+ * section running on a CPU whose cache is being closed is aborted). */
+#define _GNU_SOURCE
+#include "cpu_cache.h"
+
+#include <linux/membarrier.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "lock.h"
+#include "options.h"
+#include "os.h"
+#include "page.h"
+#include "segment.h"
+#include "sizeclass.h"
+
+#if defined(__x86_64__)
+#include <sys/rseq.h>
+#endif
+
+#ifndef AT_RSEQ_FEATURE_SIZE
+#define AT_RSEQ_FEATURE_SIZE 27
+#endif
+
+_Static_assert(offsetof(hz_cpu_cache_t, closed) == HZ_CPU_CLOSED_OFFSET,
+               "the sections read `closed` here");
+_Static_assert(offsetof(hz_cpu_cache_t, slots) == HZ_CPU_SLOTS_OFFSET,
+               "the sections read the slots here");
+
+bool hz_cpu_cache_on;
+hz_cpu_cache_t *hz_cpu_caches;
+long hz_cpu_id_offset;
+HZ_TLS uint64_t hz_cpu_restarts;
+static long cache_count;
+
+/* ---------------------------------------------------------------------------
+ * Depots: per class, up to DEPOT_BATCHES batches that one CPU's cache gave
+ * and another's takes, so blocks freed on one CPU serve mallocs on another
+ * without going home.
+ * ------------------------------------------------------------------------- */
+#define DEPOT_BATCHES 8
+
+typedef struct {
+  hz_lock_t lock;
+  uint32_t batches; /* written under the lock, read with HZ_SHARED_GET */
+  void *slots[DEPOT_BATCHES][HZ_CPU_BATCH];
+} depot_t;
+
+static depot_t depots[HZ_CPU_CLASSES];
+static hz_lock_t drain_lock = HZ_LOCK_INIT; /* one drain at a time */
+
+static struct { uint64_t overflows, depot_puts, depot_takes, drains; } counts;
+
+#define COUNT(field) __atomic_add_fetch(&counts.field, 1, __ATOMIC_RELAXED)
+
+static bool depot_take(size_t cls, void **out) {
+  depot_t *d = &depots[cls];
+  if (HZ_SHARED_GET(d->batches) == 0) return false;
+  hz_lock(&d->lock);
+  bool any = d->batches != 0;
+  if (any) {
+    HZ_SHARED_SET(d->batches, d->batches - 1);
+    memcpy(out, d->slots[d->batches], sizeof d->slots[0]);
+  }
+  hz_unlock(&d->lock);
+  return any;
+}
+
+static bool depot_put(size_t cls, void *const *batch) {
+  depot_t *d = &depots[cls];
+  if (HZ_SHARED_GET(d->batches) == DEPOT_BATCHES) return false;
+  hz_lock(&d->lock);
+  bool room = d->batches < DEPOT_BATCHES;
+  if (room) {
+    memcpy(d->slots[d->batches], batch, sizeof d->slots[0]);
+    HZ_SHARED_SET(d->batches, d->batches + 1);
+  }
+  hz_unlock(&d->lock);
+  return room;
+}
+
+/* ---------------------------------------------------------------------------
+ * Start-up
+ * ------------------------------------------------------------------------- */
+static long membarrier(int cmd, unsigned flags, int cpu) {
+  return syscall(__NR_membarrier, cmd, flags, cpu);
+}
+
+/* rseq registered by glibc, a CPU id to index by, and membarrier to
+ * abort sections on another CPU: the three things the front end needs. */
+static bool rseq_usable(void) {
+#if defined(__x86_64__)
+  if (__rseq_size == 0) return false;
+  unsigned long features = getauxval(AT_RSEQ_FEATURE_SIZE);
+  hz_cpu_id_offset = features >= 28 ? 24 : 4; /* mm_cid, else cpu_id */
+  return membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ, 0, 0) == 0;
+#else
+  return false;
+#endif
+}
+
+void hz_cpu_cache_init(void) {
+#if defined(__SANITIZE_THREAD__)
+  return; /* ThreadSanitizer cannot see what a section reads and writes */
+#endif
+  if (HZ_VARIANT != 0 || !hz_option_enabled(HZ_OPTION_CPU_CACHE) ||
+      !rseq_usable())
+    return;
+  long cpus = sysconf(_SC_NPROCESSORS_CONF);
+  if (cpus < 1) return;
+  for (int c = 0; c < HZ_CPU_CLASSES; c++)
+    hz_lock_reinit(&depots[c].lock);
+  size_t bytes = (size_t)cpus * sizeof(hz_cpu_cache_t);
+  hz_cpu_caches = hz_os_map(HZ_ALIGN_UP(bytes, 4096));
+  if (hz_cpu_caches == NULL) return;
+  cache_count = cpus;
+  hz_cpu_cache_on = true;
+}
+
+const char *hz_cpu_front_end(void) {
+  return hz_cpu_cache_on ? "per-CPU caches (rseq)" : "per-thread heaps";
+}
+
+/* ---------------------------------------------------------------------------
+ * Batches to and from the heap
+ * ------------------------------------------------------------------------- */
+static void give_back(hz_heap_t *heap, void *const *blocks, unsigned n) {
+  for (unsigned i = 0; i < n; i++)
+    hz_heap_give_back(heap, hz_segment_block_page(blocks[i]), blocks[i]);
+}
+
+/* Push blocks[1..n) highest index first, so blocks[1] is popped next;
+ * what does not fit (the cache filled or was closed meanwhile) goes back
+ * to the heaps. */
+static void push_rest(hz_heap_t *heap, size_t cls, void **blocks, unsigned n) {
+  for (unsigned i = n; i-- > 1;)
+    if (!hz_cpu_push(cls, blocks[i])) {
+      give_back(heap, blocks + 1, i);
+      return;
+    }
+}
+
+void *hz_cpu_malloc(hz_heap_t *heap, size_t size) {
+  size_t cls = hz_sizeclass_of(size);
+  void *p = hz_cpu_pop(cls);
+  if (p != NULL) return p;
+  void *batch[HZ_CPU_BATCH];
+  if (!depot_take(cls, batch)) return NULL;
+  COUNT(depot_takes);
+  push_rest(heap, cls, batch, HZ_CPU_BATCH);
+  return batch[0];
+}
+
+bool hz_cpu_free_block(hz_heap_t *heap, const hz_page_t *page, void *p) {
+  if (page->class_id >= HZ_CPU_CLASSES ||
+      !hz_page_is_block(page, p, page->reserved))
+    return false;
+  hz_cpu_free(heap, page->class_id, p);
+  return true;
+}
+
+void hz_cpu_free(hz_heap_t *heap, size_t cls, void *p) {
+  if (HZ_LIKELY(hz_cpu_push(cls, p))) return;
+  void *batch[HZ_CPU_BATCH];
+  unsigned n = 0;
+  while (n < HZ_CPU_BATCH && (batch[n] = hz_cpu_pop(cls)) != NULL)
+    n++;
+  if (n == HZ_CPU_BATCH && depot_put(cls, batch)) {
+    COUNT(depot_puts);
+  } else {
+    give_back(heap, batch, n);
+    COUNT(overflows);
+  }
+  if (!hz_cpu_push(cls, p)) give_back(heap, &p, 1);
+}
+
+/* ---------------------------------------------------------------------------
+ * Draining
+ * ------------------------------------------------------------------------- */
+/* Give back the blocks of a closed cache. */
+static void drain_one(hz_heap_t *heap, hz_cpu_cache_t *cache) {
+  bool any = false;
+  for (int c = 1; c < HZ_CPU_CLASSES; c++) {
+    uint32_t top = __atomic_load_n(&cache->top[c], __ATOMIC_ACQUIRE);
+    give_back(heap, cache->slots[c], top);
+    __atomic_store_n(&cache->top[c], 0, __ATOMIC_RELAXED);
+    any |= top != 0;
+  }
+  if (any) COUNT(drains);
+}
+
+/* Close every cache, abort every section running anywhere (caches are
+ * indexed by mm_cid, which is not a CPU number: all CPUs; after membarrier
+ * returns, every section sees its cache closed and finds it empty or
+ * full), give back their blocks and the depots', open them again. */
+void hz_cpu_cache_drain(hz_heap_t *heap) {
+  if (!hz_cpu_cache_on) return;
+  hz_lock(&drain_lock);
+  for (long i = 0; i < cache_count; i++)
+    __atomic_store_n(&hz_cpu_caches[i].closed, 1, __ATOMIC_SEQ_CST);
+  membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ, 0, 0);
+  for (long i = 0; i < cache_count; i++)
+    drain_one(heap, &hz_cpu_caches[i]);
+  for (long i = 0; i < cache_count; i++)
+    __atomic_store_n(&hz_cpu_caches[i].closed, 0, __ATOMIC_RELEASE);
+  void *batch[HZ_CPU_BATCH];
+  for (int c = 1; c < HZ_CPU_CLASSES; c++)
+    while (depot_take((size_t)c, batch))
+      give_back(heap, batch, HZ_CPU_BATCH);
+  hz_unlock(&drain_lock);
+}
+
+/* ---------------------------------------------------------------------------
+ * fork and the stats
+ * ------------------------------------------------------------------------- */
+void hz_cpu_cache_fork_prepare(void) {
+  if (!hz_cpu_cache_on) return;
+  for (int c = 0; c < HZ_CPU_CLASSES; c++)
+    hz_lock(&depots[c].lock);
+}
+
+void hz_cpu_cache_fork_parent(void) {
+  if (!hz_cpu_cache_on) return;
+  for (int c = 0; c < HZ_CPU_CLASSES; c++)
+    hz_unlock(&depots[c].lock);
+}
+
+void hz_cpu_cache_fork_child(void) {
+  if (!hz_cpu_cache_on) return;
+  for (int c = 0; c < HZ_CPU_CLASSES; c++)
+    hz_lock_reinit(&depots[c].lock);
+}
+
+void hz_cpu_cache_stats(hz_cpu_cache_stats_t *out) {
+  memset(out, 0, sizeof *out);
+  out->overflows = HZ_SHARED_GET(counts.overflows);
+  out->depot_puts = HZ_SHARED_GET(counts.depot_puts);
+  out->depot_takes = HZ_SHARED_GET(counts.depot_takes);
+  out->drains = HZ_SHARED_GET(counts.drains);
+  if (!hz_cpu_cache_on) return;
+  for (long cpu = 0; cpu < cache_count; cpu++)
+    for (int c = 1; c < HZ_CPU_CLASSES; c++)
+      out->cached_blocks += HZ_SHARED_GET(hz_cpu_caches[cpu].top[c]);
+  for (int c = 1; c < HZ_CPU_CLASSES; c++)
+    out->cached_blocks +=
+        (uint64_t)HZ_SHARED_GET(depots[c].batches) * HZ_CPU_BATCH;
+}

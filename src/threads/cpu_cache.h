@@ -1,0 +1,201 @@
+/* cpu_cache: the per-CPU front end for small blocks (up to 2 KiB), on
+ * glibc's own rseq registration (x86-64). A free pushes the block onto the
+ * cache of the CPU it runs on, whichever heap owns it; a malloc pops from
+ * that cache. Each push and pop is a restartable sequence whose only store
+ * the kernel lets stand is the cache's new top: a thread preempted,
+ * migrated or signalled inside starts it again. A cache that runs empty
+ * takes a batch from its class's depot, else from the thread's heap; one
+ * that fills gives a batch to the depot, else back to the thread's heap,
+ * which sends other heaps' blocks home. Where rseq is not there (valgrind,
+ * GLIBC_TUNABLES=glibc.pthread.rseq=0, old kernels, other architectures),
+ * with the profiler or in the secure and debug variants, hz_cpu_cache_on
+ * stays false and the per-thread heaps run alone.
+ *
+ * Invariant: a block is in exactly one place: a CPU cache (below its top),
+ * a depot batch, a heap's bin or batch, or its page; blocks in CPU caches
+ * and depots count as in use on their pages. */
+#ifndef HZ_CPU_CACHE_H
+#define HZ_CPU_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "heap.h"
+
+/* Classes 1..HZ_CPU_CLASSES-1 (blocks up to HZ_CPU_BLOCK_MAX) have a
+ * stack of HZ_CPU_SLOTS blocks in every CPU's cache. */
+#define HZ_CPU_CLASSES    25
+#define HZ_CPU_BLOCK_MAX  2048
+#define HZ_CPU_SLOTS_LOG2 6
+#define HZ_CPU_SLOTS      (1 << HZ_CPU_SLOTS_LOG2)
+/* Blocks move between a cache and a depot or heap a batch at a time. */
+#define HZ_CPU_BATCH (HZ_CPU_SLOTS / 2)
+
+/* One CPU's cache. `closed` is set while another thread drains it: every
+ * section finds it empty (pop) or full (push). The offsets are the
+ * sections' (asserted in cpu_cache.c). */
+typedef struct {
+  uint32_t top[HZ_CPU_CLASSES];
+  uint32_t closed;
+  uint32_t pad[32 - HZ_CPU_CLASSES - 1];
+  void *slots[HZ_CPU_CLASSES][HZ_CPU_SLOTS];
+} hz_cpu_cache_t;
+
+#define HZ_CPU_CLOSED_OFFSET (4 * HZ_CPU_CLASSES)
+#define HZ_CPU_SLOTS_OFFSET  128
+
+extern bool hz_cpu_cache_on;
+extern hz_cpu_cache_t *hz_cpu_caches;
+extern long hz_cpu_id_offset; /* of mm_cid (or cpu_id) in struct rseq */
+extern HZ_TLS uint64_t hz_cpu_restarts;
+
+/* Decide at start-up (after the options and the profiler): on where rseq
+ * and membarrier work, the variant is release and HZ_CPU_CACHE allows. */
+void hz_cpu_cache_init(void);
+/* The front end's name for the stats report. */
+const char *hz_cpu_front_end(void);
+
+/* A block for a malloc of `size` bytes (at most HZ_CPU_BLOCK_MAX) from
+ * this CPU's cache, else a batch from the class's depot (one returned, the
+ * rest pushed); NULL when both are empty: the thread's heap serves it. */
+void *hz_cpu_malloc(hz_heap_t *heap, size_t size);
+/* Free p, a plain block of another heap's `page`, onto this CPU's cache
+ * (making room when it is full); false, nothing done, when its class has
+ * no CPU cache or p is no block start (the heap's path reports it). */
+bool hz_cpu_free_block(hz_heap_t *heap, const hz_page_t *page, void *p);
+/* Free block p of class `cls` onto this CPU's cache, making room (a batch
+ * to the depot, else back to the heaps) when it is full. */
+void hz_cpu_free(hz_heap_t *heap, size_t cls, void *p);
+/* Empty every CPU cache and depot into the calling thread's heap (trim,
+ * an idle process). */
+void hz_cpu_cache_drain(hz_heap_t *heap);
+
+/* fork: the depots' locks. */
+void hz_cpu_cache_fork_prepare(void);
+void hz_cpu_cache_fork_parent(void);
+void hz_cpu_cache_fork_child(void);
+
+typedef struct {
+  uint64_t overflows;     /* batches from caches back to the heaps */
+  uint64_t depot_puts;    /* batches from caches into depots */
+  uint64_t depot_takes;   /* batches from depots into caches */
+  uint64_t drains;        /* caches emptied by another thread */
+  uint64_t cached_blocks; /* blocks in caches and depots now */
+} hz_cpu_cache_stats_t;
+
+void hz_cpu_cache_stats(hz_cpu_cache_stats_t *out);
+
+#if defined(__x86_64__)
+extern const ptrdiff_t __rseq_offset;
+
+/* The thread's rseq area (glibc's registration). */
+HZ_INLINE char *hz_cpu_rseq(void) {
+  return (char *)__builtin_thread_pointer() + __rseq_offset;
+}
+
+/* A section's descriptor (struct rseq_cs: version, flags, start, length,
+ * abort handler), and the store of its address into the thread's
+ * rseq_cs field (offset 8) that arms it. */
+#define HZ_RSEQ_ARM(start, end, abort)                                         \
+  ".pushsection __rseq_cs, \"aw\"\n\t"                                         \
+  ".balign 32\n\t"                                                             \
+  "9:\n\t"                                                                     \
+  ".long 0, 0\n\t"                                                             \
+  ".quad " #start "f, (" #end "f - " #start "f), " #abort "f\n\t"              \
+  ".popsection\n\t"                                                            \
+  "leaq 9b(%%rip), %%rax\n\t"                                                  \
+  "movq %%rax, 8(%[rs])\n\t"
+
+/* The abort handler, preceded by the signature glibc registered
+ * (RSEQ_SIG, 0x53053053, as the operand of an ud1 instruction). */
+#define HZ_RSEQ_ABORT(abort, label)                                            \
+  ".pushsection __rseq_failure, \"ax\"\n\t"                                    \
+  ".byte 0x0f, 0xb9, 0x3d\n\t"                                                 \
+  ".long 0x53053053\n\t" #abort ":\n\t"                                        \
+  "jmp %l[" #label "]\n\t"                                                     \
+  ".popsection\n\t"
+
+/* The CPU's cache into rax: its id (mm_cid or cpu_id) times the size. */
+#define HZ_RSEQ_CACHE                                                          \
+  "movl (%[rs],%[idoff]), %%eax\n\t"                                           \
+  "imulq %[stride], %%rax\n\t"                                                 \
+  "addq %[base], %%rax\n\t"                                                    \
+  "cmpl $0, %c[closed](%%rax)\n\t"
+
+/* Pop a block of class `cls` from this CPU's cache; NULL when empty. */
+HZ_INLINE void *hz_cpu_pop(size_t cls) {
+  char *rs = hz_cpu_rseq();
+  void *out;
+  goto start;
+aborted:
+  hz_cpu_restarts++;
+start:
+  __asm__ goto(
+      HZ_RSEQ_ARM(1, 2, 4) "1:\n\t" HZ_RSEQ_CACHE "jne %l[empty]\n\t"
+                           "movl (%%rax,%[cls],4), %%ecx\n\t"
+                           "testl %%ecx, %%ecx\n\t"
+                           "jz %l[empty]\n\t"
+                           "subl $1, %%ecx\n\t"
+                           "movq %[cls], %%rdx\n\t"
+                           "shlq %[shift], %%rdx\n\t"
+                           "addq %%rcx, %%rdx\n\t"
+                           "movq %c[slots](%%rax,%%rdx,8), %[out]\n\t"
+                           "movl %%ecx, (%%rax,%[cls],4)\n\t"
+                           "2:\n\t" HZ_RSEQ_ABORT(4, aborted)
+      : [out] "=&r"(out)
+      : [rs] "r"(rs), [idoff] "r"(hz_cpu_id_offset),
+        [stride] "i"(sizeof(hz_cpu_cache_t)), [base] "m"(hz_cpu_caches),
+        [cls] "r"(cls), [shift] "i"(HZ_CPU_SLOTS_LOG2),
+        [closed] "i"(HZ_CPU_CLOSED_OFFSET), [slots] "i"(HZ_CPU_SLOTS_OFFSET)
+      : "rax", "rcx", "rdx", "memory", "cc"
+      : aborted, empty);
+  return out;
+empty:
+  return NULL;
+}
+
+/* Push block p of class `cls` onto this CPU's cache; false when full. */
+HZ_INLINE bool hz_cpu_push(size_t cls, void *p) {
+  char *rs = hz_cpu_rseq();
+  goto start;
+aborted:
+  hz_cpu_restarts++;
+start:
+  __asm__ goto(
+      HZ_RSEQ_ARM(1, 2, 4) "1:\n\t" HZ_RSEQ_CACHE "jne %l[full]\n\t"
+                           "movl (%%rax,%[cls],4), %%ecx\n\t"
+                           "cmpl %[cap], %%ecx\n\t"
+                           "jae %l[full]\n\t"
+                           "movq %[cls], %%rdx\n\t"
+                           "shlq %[shift], %%rdx\n\t"
+                           "addq %%rcx, %%rdx\n\t"
+                           "movq %[p], %c[slots](%%rax,%%rdx,8)\n\t"
+                           "addl $1, %%ecx\n\t"
+                           "movl %%ecx, (%%rax,%[cls],4)\n\t"
+                           "2:\n\t" HZ_RSEQ_ABORT(4, aborted)
+      :
+      : [rs] "r"(rs), [idoff] "r"(hz_cpu_id_offset),
+        [stride] "i"(sizeof(hz_cpu_cache_t)), [base] "m"(hz_cpu_caches),
+        [cls] "r"(cls), [p] "r"(p), [cap] "i"(HZ_CPU_SLOTS),
+        [shift] "i"(HZ_CPU_SLOTS_LOG2), [closed] "i"(HZ_CPU_CLOSED_OFFSET),
+        [slots] "i"(HZ_CPU_SLOTS_OFFSET)
+      : "rax", "rcx", "rdx", "memory", "cc"
+      : aborted, full);
+  return true;
+full:
+  return false;
+}
+#else
+HZ_INLINE void *hz_cpu_pop(size_t cls) {
+  (void)cls;
+  return NULL;
+}
+HZ_INLINE bool hz_cpu_push(size_t cls, void *p) {
+  (void)cls, (void)p;
+  return false;
+}
+#endif
+
+#endif

@@ -1,0 +1,184 @@
+/* cpu_cache: the per-CPU front end, through the hz_ API and the stats.
+ *   - choice: where glibc registered rseq (__rseq_size > 0) and
+ *     HZ_CPU_CACHE is not 0 the report names the per-CPU caches, else the
+ *     per-thread heaps (CTest runs this test again with
+ *     GLIBC_TUNABLES=glibc.pthread.rseq=0: the fallback);
+ *   - reuse: every thread pinned to one CPU, a block thread A allocated and
+ *     thread B freed is the block thread C's next malloc of its size
+ *     returns (with per-thread heaps, C's own page gives it one);
+ *   - restarts: three threads pinned to one CPU trade blocks (every free a
+ *     remote one, every malloc served by the CPU's cache) while a fourth
+ *     signals them every 50 us, so sections are interrupted (preempted or
+ *     signalled): no block is ever handed to two threads at once (each
+ *     writes its mark over the whole block and checks it when it frees
+ *     it... and when it takes it), and the report counts restarts;
+ *   - drain: after hz_collect(true) no block is left in a CPU cache or
+ *     depot. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/rseq.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "check.h"
+#include "hakozuna.h"
+
+static bool per_cpu;
+
+static hz_heap_summary_t summary(void) {
+  hz_heap_summary_t heaps;
+  hz_memory_summary_t memory;
+  hz_api_summarize(&heaps, &memory);
+  return heaps;
+}
+
+static void pin_to_cpu0(void) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(0, &set);
+  CHECK(sched_setaffinity(0, sizeof set, &set) == 0);
+}
+
+static void choice(void) {
+  const char *env = getenv("HZ_CPU_CACHE");
+  bool want = __rseq_size > 0 && !(env != NULL && env[0] == '0');
+  const char *name = summary().front_end;
+  per_cpu = strcmp(name, "per-CPU caches (rseq)") == 0;
+  CHECK_MSG(per_cpu == want, "front end \"%s\" with __rseq_size %u", name,
+            __rseq_size);
+  if (!want) CHECK(strcmp(name, "per-thread heaps") == 0);
+}
+
+/* --- reuse ---------------------------------------------------------------- */
+/* Threads A, B and C, alive together (so none takes another's heap), step
+ * by step: A mallocs, B frees A's block, C mallocs. */
+enum { REUSE_SIZE = 200 };
+static void *handed, *taken;
+static pthread_barrier_t step;
+
+static void *reuse_thread(void *arg) {
+  int role = (int)(intptr_t)arg;
+  pin_to_cpu0();
+  if (role == 0) handed = hz_malloc(REUSE_SIZE);
+  if (role == 1) hz_free(hz_malloc(8)); /* B has a heap: its frees are fast */
+  pthread_barrier_wait(&step);
+  if (role == 1) hz_free(handed);
+  pthread_barrier_wait(&step);
+  if (role == 2) taken = hz_malloc(REUSE_SIZE);
+  pthread_barrier_wait(&step);
+  return NULL;
+}
+
+static void reuse(void) {
+  pthread_barrier_init(&step, NULL, 3);
+  pthread_t t[3];
+  for (int i = 0; i < 3; i++)
+    CHECK(pthread_create(&t[i], NULL, reuse_thread, (void *)(intptr_t)i) == 0);
+  for (int i = 0; i < 3; i++)
+    pthread_join(t[i], NULL);
+  CHECK(handed != NULL && taken != NULL);
+  if (per_cpu)
+    CHECK_MSG(taken == handed, "freed %p on CPU 0, the next malloc there %p",
+              handed, taken);
+  else
+    CHECK_MSG(taken != handed, "per-thread heaps: %p came back elsewhere",
+              taken);
+  hz_free(taken);
+}
+
+/* --- restarts ------------------------------------------------------------- */
+enum { TRADERS = 3, SLOTS = 64, ROUNDS = 200000, TRADE_SIZE = 96 };
+static _Atomic(void *) trade[TRADERS][SLOTS];
+static atomic_int trading;
+static atomic_long clashes;
+
+static void on_signal(int sig) { (void)sig; }
+
+/* Take a block: it must not carry another trader's mark while we hold it. */
+static void *take_marked(int me) {
+  unsigned char *p = hz_malloc(TRADE_SIZE);
+  if (p == NULL) return NULL;
+  memset(p, 'A' + me, TRADE_SIZE);
+  for (int i = 0; i < TRADE_SIZE; i++)
+    if (p[i] != 'A' + me) {
+      atomic_fetch_add(&clashes, 1);
+      break;
+    }
+  return p;
+}
+
+static void *trader(void *arg) {
+  int me = (int)(intptr_t)arg;
+  pin_to_cpu0();
+  for (int r = 0; r < ROUNDS; r++) {
+    int s = r % SLOTS;
+    /* Free what the previous trader left (a remote free), leave ours. */
+    void *theirs =
+        atomic_exchange(&trade[(me + TRADERS - 1) % TRADERS][s], NULL);
+    if (theirs != NULL) {
+      memset(theirs, 0, TRADE_SIZE);
+      hz_free(theirs);
+    }
+    void *mine = take_marked(me);
+    void *old = atomic_exchange(&trade[me][s], mine);
+    if (old != NULL) hz_free(old);
+  }
+  atomic_fetch_sub(&trading, 1);
+  return NULL;
+}
+
+static void restarts(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigaction(SIGUSR1, &sa, NULL);
+  uint64_t before = summary().cpu_restarts;
+  pthread_t t[TRADERS];
+  atomic_store(&trading, TRADERS);
+  for (int i = 0; i < TRADERS; i++)
+    CHECK(pthread_create(&t[i], NULL, trader, (void *)(intptr_t)i) == 0);
+  struct timespec gap = {0, 50000};
+  while (atomic_load(&trading) > 0) {
+    for (int i = 0; i < TRADERS; i++)
+      pthread_kill(t[i], SIGUSR1);
+    nanosleep(&gap, NULL);
+  }
+  for (int i = 0; i < TRADERS; i++)
+    pthread_join(t[i], NULL);
+  for (int i = 0; i < TRADERS; i++)
+    for (int s = 0; s < SLOTS; s++)
+      hz_free(atomic_exchange(&trade[i][s], NULL));
+  CHECK_MSG(atomic_load(&clashes) == 0, "%ld blocks held by two threads",
+            atomic_load(&clashes));
+  uint64_t counted = summary().cpu_restarts - before;
+  if (per_cpu)
+    CHECK_MSG(counted > 0, "no section restarted in %d signalled rounds",
+              ROUNDS * TRADERS);
+  else
+    CHECK(counted == 0);
+}
+
+/* --- drain -----------------------------------------------------------------
+ */
+static void drain(void) {
+  if (per_cpu) CHECK(summary().cpu_cached_blocks > 0);
+  hz_collect(true);
+  hz_heap_summary_t s = summary();
+  CHECK_MSG(s.cpu_cached_blocks == 0, "%llu blocks cached after a trim",
+            (unsigned long long)s.cpu_cached_blocks);
+}
+
+int main(void) {
+  choice();
+  reuse();
+  restarts();
+  drain();
+  return check_report("cpu_cache");
+}
