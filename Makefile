@@ -19,6 +19,13 @@ test:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && GLIBC_TUNABLES=glibc.pthread.rseq=0 ctest --output-on-failure -j $(JOBS) -E '$(NO_RSEQ_SKIP)'
+
+# The suite once more without glibc's rseq registration (the per-CPU front
+# end's fallback), less the tests that do not depend on it: packaging,
+# benchmarks, documentation, the fuzzers and the sanitizer and valgrind
+# runs (which never see rseq).
+NO_RSEQ_SKIP = ^(fuzz|setup|deb|install|apps|bench|programs|prof|docs|layers|boxes|static|wrapper|memcheck|stress.valgrind|.*tsan)
 
 # `make bench` runs the default comparison (about 12 minutes);
 # `make bench ARGS="--full"` the whole matrix; ARGS="--help" for the rest.
