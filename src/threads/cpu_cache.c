@@ -15,9 +15,7 @@
 #include "lock.h"
 #include "options.h"
 #include "os.h"
-#include "page.h"
 #include "segment.h"
-#include "sizeclass.h"
 
 #if defined(__x86_64__)
 #include <sys/rseq.h>
@@ -145,8 +143,7 @@ static void push_rest(hz_heap_t *heap, size_t cls, void **blocks, unsigned n) {
     }
 }
 
-void *hz_cpu_malloc(hz_heap_t *heap, size_t size) {
-  size_t cls = hz_sizeclass_of(size);
+void *hz_cpu_refill(hz_heap_t *heap, size_t cls) {
   void *p = hz_cpu_pop(cls);
   if (p != NULL) return p;
   void *batch[HZ_CPU_BATCH];
@@ -154,14 +151,6 @@ void *hz_cpu_malloc(hz_heap_t *heap, size_t size) {
   COUNT(depot_takes);
   push_rest(heap, cls, batch, HZ_CPU_BATCH);
   return batch[0];
-}
-
-bool hz_cpu_free_block(hz_heap_t *heap, const hz_page_t *page, void *p) {
-  if (page->class_id >= HZ_CPU_CLASSES ||
-      !hz_page_is_block(page, p, page->reserved))
-    return false;
-  hz_cpu_free(heap, page->class_id, p);
-  return true;
 }
 
 void hz_cpu_free(hz_heap_t *heap, size_t cls, void *p) {

@@ -57,14 +57,10 @@ void hz_cpu_cache_init(void);
 /* The front end's name for the stats report. */
 const char *hz_cpu_front_end(void);
 
-/* A block for a malloc of `size` bytes (at most HZ_CPU_BLOCK_MAX) from
- * this CPU's cache, else a batch from the class's depot (one returned, the
- * rest pushed); NULL when both are empty: the thread's heap serves it. */
-void *hz_cpu_malloc(hz_heap_t *heap, size_t size);
-/* Free p, a plain block of another heap's `page`, onto this CPU's cache
- * (making room when it is full); false, nothing done, when its class has
- * no CPU cache or p is no block start (the heap's path reports it). */
-bool hz_cpu_free_block(hz_heap_t *heap, const hz_page_t *page, void *p);
+/* This CPU's cache of class `cls` is empty: a batch from the class's
+ * depot, one block returned and the rest pushed; NULL when the depot has
+ * none either (the thread's heap serves the malloc). */
+void *hz_cpu_refill(hz_heap_t *heap, size_t cls);
 /* Free block p of class `cls` onto this CPU's cache, making room (a batch
  * to the depot, else back to the heaps) when it is full. */
 void hz_cpu_free(hz_heap_t *heap, size_t cls, void *p);

@@ -12,6 +12,7 @@
 
 #include "arena.h"
 #include "check.h"
+#include "cpu_cache.h"
 #include "heap.h"
 #include "page.h"
 #include "segment.h"
@@ -21,11 +22,25 @@
 /* Pop a block of the class whose bin is `scaled` bytes into the heap's
  * (the class tables' entry), or take the slow path. Counting the block
  * and the profiler's check are one decrement and one branch. */
+/* The bin is empty: with the per-CPU front end, this CPU's cache of the
+ * class first (blocks other threads freed here), then the slow path. Out
+ * of line, like hz_fast_free_other: inlined, the sections' registers cost
+ * the per-thread fast paths 4 instructions a pair (hot_pair 54.0 against
+ * 50.0). */
+static HZ_NOINLINE void *hz_fast_malloc_miss(size_t size, hz_heap_t *heap) {
+  if (hz_cpu_cache_on && size <= HZ_CPU_BLOCK_MAX) {
+    size_t cls = hz_sizeclass_of(size);
+    void *p = hz_cpu_pop(cls);
+    if (HZ_LIKELY(p != NULL)) return p;
+  }
+  return hz_thread_malloc_slow(size, heap);
+}
+
 HZ_INLINE void *hz_fast_malloc_class(hz_heap_t *heap, size_t scaled,
                                      size_t size) {
   hz_bin_t *bin = (hz_bin_t *)((char *)heap->bins + scaled);
   void **top = bin->top;
-  if (HZ_UNLIKELY(top <= bin->base)) return hz_thread_malloc_slow(size, heap);
+  if (HZ_UNLIKELY(top <= bin->base)) return hz_fast_malloc_miss(size, heap);
   if (HZ_UNLIKELY(--bin->sample_left == 0))
     return hz_heap_malloc_sampled(heap, bin, size);
   return hz_bin_take(bin, top, (unsigned)(scaled / HZ_CLASS_LUT_SCALE));
@@ -44,6 +59,21 @@ HZ_INLINE void *hz_fast_malloc(size_t size) {
   if (HZ_LIKELY(size <= HZ_SMALL_MAX))
     return hz_fast_malloc_class(heap, hz_sizeclass_scaled_of_wide(size), size);
   return hz_thread_malloc_slow(size, heap);
+}
+
+/* Another heap's plain block: with the per-CPU front end onto this CPU's
+ * cache (a class it holds, p proved a block start; a full cache makes
+ * room), else straight to the stash. */
+static HZ_NOINLINE void hz_fast_free_other(hz_heap_t *heap, hz_page_t *page,
+                                           void *p) {
+  size_t cls = page->class_id;
+  if (hz_cpu_cache_on && cls < HZ_CPU_CLASSES &&
+      hz_page_is_block(page, p, page->reserved)) {
+    if (HZ_LIKELY(hz_cpu_push(cls, p))) return;
+    hz_cpu_free(heap, cls, p);
+    return;
+  }
+  hz_heap_free_remote_plain(heap, page, p);
 }
 
 /* A pointer that is not ours is reported and never written to; on our own
@@ -71,7 +101,7 @@ HZ_INLINE void hz_fast_free(void *p) {
       /* Another heap's plain page: straight to the stash. */
       if ((word & HZ_PAGE_FLAG_MASK) == 0 && word != 0 &&
           heap != &hz_heap_empty)
-        hz_thread_free_other(p, heap, page);
+        hz_fast_free_other(heap, page, p);
       else
         hz_thread_free_slow(p, heap, seg, page);
       return;

@@ -522,7 +522,7 @@ void *hz_thread_large_alloc(size_t size, size_t align, bool zero) {
 void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap) {
   if (heap->state == HZ_HEAP_EMPTY) return hz_thread_malloc_unattached(size);
   if (hz_cpu_cache_on && size <= HZ_CPU_BLOCK_MAX) {
-    void *p = hz_cpu_malloc(heap, size);
+    void *p = hz_cpu_refill(heap, hz_sizeclass_of(size));
     if (p != NULL) return p;
   }
   hz_purge_tick();
@@ -560,11 +560,6 @@ void hz_thread_free_slow(void *p, hz_heap_t *heap, hz_segment_t *seg,
   page = hz_segment_page_first(page); /* p past a page's first slice */
   hz_block_t *block = hz_heap_free_generic(heap, seg, page, p);
   if (block != NULL) hz_heap_free_orphan(page, block); /* no heap to get */
-}
-
-void hz_thread_free_other(void *p, hz_heap_t *heap, hz_page_t *page) {
-  if (!(hz_cpu_cache_on && hz_cpu_free_block(heap, page, p)))
-    hz_heap_free_remote_plain(heap, page, p);
 }
 
 /* A thread without a heap gets one. Past our destructor's last round a

@@ -13,9 +13,6 @@
  * pointer first: the fast paths' tail calls then leave them where they
  * are. */
 void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap);
-/* A plain block of another heap's page, freed: onto this CPU's cache
- * (per-CPU front end on), else into the stash, bound for its owner. */
-void hz_thread_free_other(void *p, hz_heap_t *heap, hz_page_t *page);
 void hz_thread_free_slow(void *p, hz_heap_t *heap, hz_segment_t *seg,
                          hz_page_t *page);
 /* Give the calling thread a heap (initialising the process on the first
