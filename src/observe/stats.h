@@ -50,6 +50,7 @@ typedef struct {
   /* The front end: its name, and the per-CPU caches' batches. */
   const char *front_end;
   uint64_t cpu_depot_puts, cpu_depot_takes, cpu_overflows, cpu_drains;
+  uint64_t cpu_bypassed;
   uint64_t cpu_cached_blocks, cpu_restarts;
 } hz_heap_summary_t;
 

@@ -52,9 +52,46 @@ typedef struct {
 static depot_t depots[HZ_CPU_CLASSES];
 static hz_lock_t drain_lock = HZ_LOCK_INIT; /* one drain at a time */
 
-static struct { uint64_t overflows, depot_puts, depot_takes, drains; } counts;
+static struct {
+  uint64_t overflows, depot_puts, depot_takes, drains, bypassed;
+} counts;
 
 #define COUNT(field) __atomic_add_fetch(&counts.field, 1, __ATOMIC_RELAXED)
+
+/* ---------------------------------------------------------------------------
+ * One-way classes: when a class's full caches send twice as many batches
+ * back to the heaps as empty caches take from its depot, its blocks are freed on
+ * other CPUs than the ones that allocate them (producers and consumers):
+ * the caches only delay them on their way home and hand them out in no
+ * order. Such a class bypasses the caches (its frees go home as without
+ * them) until the purge thread's next round looks again.
+ * ------------------------------------------------------------------------- */
+#define BYPASS_AFTER 16 /* batches back to the heaps before judging */
+
+bool hz_cpu_bypass[HZ_CPU_CLASSES];
+static uint32_t class_spills[HZ_CPU_CLASSES], class_reuses[HZ_CPU_CLASSES];
+
+static void note_reuse(size_t cls) {
+  __atomic_add_fetch(&class_reuses[cls], 1, __ATOMIC_RELAXED);
+}
+
+static void note_spill(size_t cls) {
+  uint32_t spills = __atomic_add_fetch(&class_spills[cls], 1, __ATOMIC_RELAXED);
+  if (spills < BYPASS_AFTER ||
+      spills <= 2 * __atomic_load_n(&class_reuses[cls], __ATOMIC_RELAXED))
+    return;
+  __atomic_store_n(&hz_cpu_bypass[cls], true, __ATOMIC_RELAXED);
+  COUNT(bypassed);
+}
+
+void hz_cpu_cache_rejudge(void) {
+  if (!hz_cpu_cache_on) return;
+  for (int c = 1; c < HZ_CPU_CLASSES; c++) {
+    __atomic_store_n(&class_spills[c], 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&class_reuses[c], 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&hz_cpu_bypass[c], false, __ATOMIC_RELAXED);
+  }
+}
 
 static bool depot_take(size_t cls, void **out) {
   depot_t *d = &depots[cls];
@@ -149,6 +186,7 @@ void *hz_cpu_refill(hz_heap_t *heap, size_t cls) {
   void *batch[HZ_CPU_BATCH];
   if (!depot_take(cls, batch)) return NULL;
   COUNT(depot_takes);
+  note_reuse(cls);
   push_rest(heap, cls, batch, HZ_CPU_BATCH);
   return batch[0];
 }
@@ -164,6 +202,7 @@ void hz_cpu_free(hz_heap_t *heap, size_t cls, void *p) {
   } else {
     give_back(heap, batch, n);
     COUNT(overflows);
+    note_spill(cls);
   }
   if (!hz_cpu_push(cls, p)) give_back(heap, &p, 1);
 }
@@ -207,8 +246,11 @@ void hz_cpu_cache_drain(hz_heap_t *heap) {
 /* ---------------------------------------------------------------------------
  * fork and the stats
  * ------------------------------------------------------------------------- */
+/* fork waits for a drain under way (the caches are open again after it)
+ * and holds every depot. */
 void hz_cpu_cache_fork_prepare(void) {
   if (!hz_cpu_cache_on) return;
+  hz_lock(&drain_lock);
   for (int c = 0; c < HZ_CPU_CLASSES; c++)
     hz_lock(&depots[c].lock);
 }
@@ -217,12 +259,14 @@ void hz_cpu_cache_fork_parent(void) {
   if (!hz_cpu_cache_on) return;
   for (int c = 0; c < HZ_CPU_CLASSES; c++)
     hz_unlock(&depots[c].lock);
+  hz_unlock(&drain_lock);
 }
 
 void hz_cpu_cache_fork_child(void) {
   if (!hz_cpu_cache_on) return;
   for (int c = 0; c < HZ_CPU_CLASSES; c++)
     hz_lock_reinit(&depots[c].lock);
+  hz_lock_reinit(&drain_lock);
 }
 
 void hz_cpu_cache_stats(hz_cpu_cache_stats_t *out) {
@@ -231,6 +275,7 @@ void hz_cpu_cache_stats(hz_cpu_cache_stats_t *out) {
   out->depot_puts = HZ_SHARED_GET(counts.depot_puts);
   out->depot_takes = HZ_SHARED_GET(counts.depot_takes);
   out->drains = HZ_SHARED_GET(counts.drains);
+  out->bypassed = HZ_SHARED_GET(counts.bypassed);
   if (!hz_cpu_cache_on) return;
   for (long cpu = 0; cpu < cache_count; cpu++)
     for (int c = 1; c < HZ_CPU_CLASSES; c++)

@@ -47,6 +47,8 @@ typedef struct {
 #define HZ_CPU_SLOTS_OFFSET  128
 
 extern bool hz_cpu_cache_on;
+/* Per class: its frees bypass the caches for now (cpu_cache.c). */
+extern bool hz_cpu_bypass[HZ_CPU_CLASSES];
 extern hz_cpu_cache_t *hz_cpu_caches;
 extern long hz_cpu_id_offset; /* of mm_cid (or cpu_id) in struct rseq */
 extern HZ_TLS uint64_t hz_cpu_restarts;
@@ -64,6 +66,8 @@ void *hz_cpu_refill(hz_heap_t *heap, size_t cls);
 /* Free block p of class `cls` onto this CPU's cache, making room (a batch
  * to the depot, else back to the heaps) when it is full. */
 void hz_cpu_free(hz_heap_t *heap, size_t cls, void *p);
+/* Look at every class afresh: the purge thread's rounds. */
+void hz_cpu_cache_rejudge(void);
 /* Empty every CPU cache and depot into the calling thread's heap (trim,
  * an idle process). */
 void hz_cpu_cache_drain(hz_heap_t *heap);
@@ -78,6 +82,7 @@ typedef struct {
   uint64_t depot_puts;    /* batches from caches into depots */
   uint64_t depot_takes;   /* batches from depots into caches */
   uint64_t drains;        /* caches emptied by another thread */
+  uint64_t bypassed;      /* times a class was found one-way */
   uint64_t cached_blocks; /* blocks in caches and depots now */
 } hz_cpu_cache_stats_t;
 

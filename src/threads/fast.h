@@ -67,7 +67,7 @@ HZ_INLINE void *hz_fast_malloc(size_t size) {
 static HZ_NOINLINE void hz_fast_free_other(hz_heap_t *heap, hz_page_t *page,
                                            void *p) {
   size_t cls = page->class_id;
-  if (hz_cpu_cache_on && cls < HZ_CPU_CLASSES &&
+  if (hz_cpu_cache_on && cls < HZ_CPU_CLASSES && !hz_cpu_bypass[cls] &&
       hz_page_is_block(page, p, page->reserved)) {
     if (HZ_LIKELY(hz_cpu_push(cls, p))) return;
     hz_cpu_free(heap, cls, p);

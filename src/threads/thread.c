@@ -356,6 +356,7 @@ static void *purge_thread_main(void *arg) {
   uint64_t period = purge_period_ms();
   while (purge_thread_sleep(period)) {
     purge_drain_idle_caches();
+    hz_cpu_cache_rejudge();
     hz_thread_collect(true);
     hz_purge_run(false);
     hz_segment_densify();
@@ -654,6 +655,7 @@ void hz_thread_summarize(hz_heap_summary_t *out) {
   out->cpu_depot_takes = cpu.depot_takes;
   out->cpu_overflows = cpu.overflows;
   out->cpu_drains = cpu.drains;
+  out->cpu_bypassed = cpu.bypassed;
   out->cpu_cached_blocks = cpu.cached_blocks;
   out->cpu_restarts =
       HZ_SHARED_GET(exited_restarts) + hz_cpu_restarts; /* + this thread's */
