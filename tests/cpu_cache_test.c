@@ -49,7 +49,7 @@ static void pin_to_cpu0(void) {
 static void choice(void) {
   const char *env = getenv("HZ_CPU_CACHE");
   bool want = __rseq_size > 0 && !(env != NULL && env[0] == '0');
-  const char *name = summary().front_end;
+  const char *name = summary().front.name;
   per_cpu = strcmp(name, "per-CPU caches (rseq)") == 0;
   CHECK_MSG(per_cpu == want, "front end \"%s\" with __rseq_size %u", name,
             __rseq_size);
@@ -139,7 +139,7 @@ static void restarts(void) {
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
   sigaction(SIGUSR1, &sa, NULL);
-  uint64_t before = summary().cpu_restarts;
+  uint64_t before = summary().front.restarts;
   pthread_t t[TRADERS];
   atomic_store(&trading, TRADERS);
   for (int i = 0; i < TRADERS; i++)
@@ -157,7 +157,7 @@ static void restarts(void) {
       hz_free(atomic_exchange(&trade[i][s], NULL));
   CHECK_MSG(atomic_load(&clashes) == 0, "%ld blocks held by two threads",
             atomic_load(&clashes));
-  uint64_t counted = summary().cpu_restarts - before;
+  uint64_t counted = summary().front.restarts - before;
   if (per_cpu)
     CHECK_MSG(counted > 0, "no section restarted in %d signalled rounds",
               ROUNDS * TRADERS);
@@ -168,11 +168,11 @@ static void restarts(void) {
 /* --- drain -----------------------------------------------------------------
  */
 static void drain(void) {
-  if (per_cpu) CHECK(summary().cpu_cached_blocks > 0);
+  if (per_cpu) CHECK(summary().front.cached_blocks > 0);
   hz_collect(true);
   hz_heap_summary_t s = summary();
-  CHECK_MSG(s.cpu_cached_blocks == 0, "%llu blocks cached after a trim",
-            (unsigned long long)s.cpu_cached_blocks);
+  CHECK_MSG(s.front.cached_blocks == 0, "%llu blocks cached after a trim",
+            (unsigned long long)s.front.cached_blocks);
 }
 
 int main(void) {

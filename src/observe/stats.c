@@ -266,16 +266,15 @@ void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
               (unsigned long long)GET(large_allocs),
               (unsigned long long)GET(large_reuses),
               (unsigned long long)GET(large_frees), GET(large_live_bytes));
-  hz_os_print(
-      "  front end      %s: %llu batches to depots, %llu from them, "
-      "%llu back to heaps, %llu drains, %llu blocks cached, %llu "
-      "section restarts, %llu one-way classes bypassed\n",
-      h->front_end != NULL ? h->front_end : "per-thread heaps",
-      (unsigned long long)h->cpu_depot_puts,
-      (unsigned long long)h->cpu_depot_takes,
-      (unsigned long long)h->cpu_overflows, (unsigned long long)h->cpu_drains,
-      (unsigned long long)h->cpu_cached_blocks,
-      (unsigned long long)h->cpu_restarts, (unsigned long long)h->cpu_bypassed);
+  const hz_front_end_stats_t *f = &h->front;
+  hz_os_print("  front end      %s: %llu batches to depots, %llu from them, "
+              "%llu back to heaps, %llu drains, %llu blocks cached, %llu "
+              "section restarts, %llu one-way classes bypassed\n",
+              f->name, (unsigned long long)f->depot_puts,
+              (unsigned long long)f->depot_takes,
+              (unsigned long long)f->overflows, (unsigned long long)f->drains,
+              (unsigned long long)f->cached_blocks,
+              (unsigned long long)f->restarts, (unsigned long long)f->bypassed);
   hz_os_print("  cached         %zu large mappings (%zu bytes, %zu not yet "
               "purged), %zu empty segments, %zu bytes of free pages not yet "
               "purged, %zu bytes of empty pages heaps keep\n",
@@ -400,18 +399,16 @@ bool hz_stats_write_json(const char *path, const hz_heap_summary_t *h,
            "\"inboxes\": %llu, \"pages\": %llu},\n",
            (unsigned long long)w.bins, (unsigned long long)w.stashes,
            (unsigned long long)w.inboxes, (unsigned long long)w.pages);
-  json_add(
-      &j,
-      "  \"front_end\": {\"name\": \"%s\", \"depot_puts\": %llu, "
-      "\"depot_takes\": %llu, \"overflows\": %llu, \"drains\": %llu, "
-      "\"cached_blocks\": %llu, \"restarts\": %llu, "
-      "\"bypassed\": %llu},\n",
-      h->front_end != NULL ? h->front_end : "per-thread heaps",
-      (unsigned long long)h->cpu_depot_puts,
-      (unsigned long long)h->cpu_depot_takes,
-      (unsigned long long)h->cpu_overflows, (unsigned long long)h->cpu_drains,
-      (unsigned long long)h->cpu_cached_blocks,
-      (unsigned long long)h->cpu_restarts, (unsigned long long)h->cpu_bypassed);
+  const hz_front_end_stats_t *f = &h->front;
+  json_add(&j,
+           "  \"front_end\": {\"name\": \"%s\", \"depot_puts\": %llu, "
+           "\"depot_takes\": %llu, \"overflows\": %llu, \"drains\": %llu, "
+           "\"cached_blocks\": %llu, \"restarts\": %llu, "
+           "\"bypassed\": %llu},\n",
+           f->name, (unsigned long long)f->depot_puts,
+           (unsigned long long)f->depot_takes, (unsigned long long)f->overflows,
+           (unsigned long long)f->drains, (unsigned long long)f->cached_blocks,
+           (unsigned long long)f->restarts, (unsigned long long)f->bypassed);
   remote_total_t remote = remote_total(h);
   json_add(&j,
            "  \"remote\": {\"frees\": %llu, \"batches\": %llu, "

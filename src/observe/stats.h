@@ -35,6 +35,19 @@ typedef struct {
   uint64_t remote_frees;
 } hz_class_stats_t;
 
+/* The front end in use and, for the per-CPU caches (cpu_cache box), their
+ * batches and section restarts. */
+typedef struct {
+  const char *name;
+  uint64_t depot_puts;    /* batches from caches into depots */
+  uint64_t depot_takes;   /* batches from depots into caches */
+  uint64_t overflows;     /* batches from caches back to the heaps */
+  uint64_t drains;        /* caches emptied by another thread */
+  uint64_t cached_blocks; /* blocks in caches and depots now */
+  uint64_t restarts;      /* sections started again, every thread's */
+  uint64_t bypassed;      /* times a class was found one-way */
+} hz_front_end_stats_t;
+
 /* What the heap box knows, merged over every heap. */
 typedef struct {
   hz_heap_stats_t counters;
@@ -47,11 +60,7 @@ typedef struct {
   size_t bytes_live; /* small blocks handed out, counted at block size */
   size_t blocks_free_on_pages; /* carved blocks back on their pages */
   size_t bytes_kept_empty;     /* empty pages heaps keep for reuse */
-  /* The front end: its name, and the per-CPU caches' batches. */
-  const char *front_end;
-  uint64_t cpu_depot_puts, cpu_depot_takes, cpu_overflows, cpu_drains;
-  uint64_t cpu_bypassed;
-  uint64_t cpu_cached_blocks, cpu_restarts;
+  hz_front_end_stats_t front;
 } hz_heap_summary_t;
 
 /* The allocator's locks, each counting how often it was taken. */

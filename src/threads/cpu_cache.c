@@ -34,6 +34,7 @@ bool hz_cpu_cache_on;
 hz_cpu_cache_t *hz_cpu_caches;
 long hz_cpu_id_offset;
 HZ_TLS uint64_t hz_cpu_restarts;
+static uint64_t exited_restarts; /* of threads that exited */
 static long cache_count;
 
 /* ---------------------------------------------------------------------------
@@ -60,11 +61,11 @@ static struct {
 
 /* ---------------------------------------------------------------------------
  * One-way classes: when a class's full caches send twice as many batches
- * back to the heaps as empty caches take from its depot, its blocks are freed on
- * other CPUs than the ones that allocate them (producers and consumers):
- * the caches only delay them on their way home and hand them out in no
- * order. Such a class bypasses the caches (its frees go home as without
- * them) until the purge thread's next round looks again.
+ * back to the heaps as empty caches take from its depot, its blocks are freed
+ * on other CPUs than the ones that allocate them (producers and consumers): the
+ * caches only delay them on their way home and hand them out in no order. Such
+ * a class bypasses the caches (its frees go home as without them) until the
+ * purge thread's next round looks again.
  * ------------------------------------------------------------------------- */
 #define BYPASS_AFTER 16 /* batches back to the heaps before judging */
 
@@ -157,16 +158,12 @@ void hz_cpu_cache_init(void) {
   hz_cpu_cache_on = true;
 }
 
-const char *hz_cpu_front_end(void) {
-  return hz_cpu_cache_on ? "per-CPU caches (rseq)" : "per-thread heaps";
-}
-
 /* ---------------------------------------------------------------------------
  * Batches to and from the heap
  * ------------------------------------------------------------------------- */
 static void give_back(hz_heap_t *heap, void *const *blocks, unsigned n) {
   for (unsigned i = 0; i < n; i++)
-    hz_heap_give_back(heap, hz_segment_block_page(blocks[i]), blocks[i]);
+    hz_heap_free_block(heap, hz_segment_block_page(blocks[i]), blocks[i]);
 }
 
 /* Push blocks[1..n) highest index first, so blocks[1] is popped next;
@@ -181,8 +178,6 @@ static void push_rest(hz_heap_t *heap, size_t cls, void **blocks, unsigned n) {
 }
 
 void *hz_cpu_refill(hz_heap_t *heap, size_t cls) {
-  void *p = hz_cpu_pop(cls);
-  if (p != NULL) return p;
   void *batch[HZ_CPU_BATCH];
   if (!depot_take(cls, batch)) return NULL;
   COUNT(depot_takes);
@@ -191,8 +186,7 @@ void *hz_cpu_refill(hz_heap_t *heap, size_t cls) {
   return batch[0];
 }
 
-void hz_cpu_free(hz_heap_t *heap, size_t cls, void *p) {
-  if (HZ_LIKELY(hz_cpu_push(cls, p))) return;
+void hz_cpu_overflow(hz_heap_t *heap, size_t cls, void *p) {
   void *batch[HZ_CPU_BATCH];
   unsigned n = 0;
   while (n < HZ_CPU_BATCH && (batch[n] = hz_cpu_pop(cls)) != NULL)
@@ -269,18 +263,29 @@ void hz_cpu_cache_fork_child(void) {
   hz_lock_reinit(&drain_lock);
 }
 
-void hz_cpu_cache_stats(hz_cpu_cache_stats_t *out) {
-  memset(out, 0, sizeof *out);
-  out->overflows = HZ_SHARED_GET(counts.overflows);
-  out->depot_puts = HZ_SHARED_GET(counts.depot_puts);
-  out->depot_takes = HZ_SHARED_GET(counts.depot_takes);
-  out->drains = HZ_SHARED_GET(counts.drains);
-  out->bypassed = HZ_SHARED_GET(counts.bypassed);
-  if (!hz_cpu_cache_on) return;
+uint64_t hz_cpu_cache_blocks(void) {
+  uint64_t blocks = 0;
+  if (!hz_cpu_cache_on) return 0;
   for (long cpu = 0; cpu < cache_count; cpu++)
     for (int c = 1; c < HZ_CPU_CLASSES; c++)
-      out->cached_blocks += HZ_SHARED_GET(hz_cpu_caches[cpu].top[c]);
+      blocks += HZ_SHARED_GET(hz_cpu_caches[cpu].top[c]);
   for (int c = 1; c < HZ_CPU_CLASSES; c++)
-    out->cached_blocks +=
-        (uint64_t)HZ_SHARED_GET(depots[c].batches) * HZ_CPU_BATCH;
+    blocks += (uint64_t)HZ_SHARED_GET(depots[c].batches) * HZ_CPU_BATCH;
+  return blocks;
+}
+
+void hz_cpu_cache_thread_exit(void) {
+  __atomic_add_fetch(&exited_restarts, hz_cpu_restarts, __ATOMIC_RELAXED);
+  hz_cpu_restarts = 0;
+}
+
+void hz_cpu_cache_stats(hz_front_end_stats_t *out) {
+  out->name = hz_cpu_cache_on ? "per-CPU caches (rseq)" : "per-thread heaps";
+  out->depot_puts = HZ_SHARED_GET(counts.depot_puts);
+  out->depot_takes = HZ_SHARED_GET(counts.depot_takes);
+  out->overflows = HZ_SHARED_GET(counts.overflows);
+  out->drains = HZ_SHARED_GET(counts.drains);
+  out->cached_blocks = hz_cpu_cache_blocks();
+  out->restarts = HZ_SHARED_GET(exited_restarts) + hz_cpu_restarts;
+  out->bypassed = HZ_SHARED_GET(counts.bypassed);
 }

@@ -23,6 +23,7 @@
 
 #include "config.h"
 #include "heap.h"
+#include "stats.h"
 
 /* Classes 1..HZ_CPU_CLASSES-1 (blocks up to HZ_CPU_BLOCK_MAX) have a
  * stack of HZ_CPU_SLOTS blocks in every CPU's cache. */
@@ -56,16 +57,14 @@ extern HZ_TLS uint64_t hz_cpu_restarts;
 /* Decide at start-up (after the options and the profiler): on where rseq
  * and membarrier work, the variant is release and HZ_CPU_CACHE allows. */
 void hz_cpu_cache_init(void);
-/* The front end's name for the stats report. */
-const char *hz_cpu_front_end(void);
 
-/* This CPU's cache of class `cls` is empty: a batch from the class's
- * depot, one block returned and the rest pushed; NULL when the depot has
- * none either (the thread's heap serves the malloc). */
+/* This CPU's cache of class `cls` was found empty: a batch from the
+ * class's depot, one block returned and the rest pushed; NULL when the
+ * depot has none either (the thread's heap serves the malloc). */
 void *hz_cpu_refill(hz_heap_t *heap, size_t cls);
-/* Free block p of class `cls` onto this CPU's cache, making room (a batch
- * to the depot, else back to the heaps) when it is full. */
-void hz_cpu_free(hz_heap_t *heap, size_t cls, void *p);
+/* This CPU's cache of class `cls` was found full when block p was freed:
+ * a batch of it to the depot, else back to the heaps, then p in. */
+void hz_cpu_overflow(hz_heap_t *heap, size_t cls, void *p);
 /* Look at every class afresh: the purge thread's rounds. */
 void hz_cpu_cache_rejudge(void);
 /* Empty every CPU cache and depot into the calling thread's heap (trim,
@@ -77,16 +76,12 @@ void hz_cpu_cache_fork_prepare(void);
 void hz_cpu_cache_fork_parent(void);
 void hz_cpu_cache_fork_child(void);
 
-typedef struct {
-  uint64_t overflows;     /* batches from caches back to the heaps */
-  uint64_t depot_puts;    /* batches from caches into depots */
-  uint64_t depot_takes;   /* batches from depots into caches */
-  uint64_t drains;        /* caches emptied by another thread */
-  uint64_t bypassed;      /* times a class was found one-way */
-  uint64_t cached_blocks; /* blocks in caches and depots now */
-} hz_cpu_cache_stats_t;
-
-void hz_cpu_cache_stats(hz_cpu_cache_stats_t *out);
+/* The front end for the stats report (this thread's restarts included),
+ * the blocks caches and depots hold now, and a thread's restarts kept
+ * when it exits. */
+void hz_cpu_cache_stats(hz_front_end_stats_t *out);
+uint64_t hz_cpu_cache_blocks(void);
+void hz_cpu_cache_thread_exit(void);
 
 #if defined(__x86_64__)
 extern const ptrdiff_t __rseq_offset;
@@ -125,6 +120,20 @@ HZ_INLINE char *hz_cpu_rseq(void) {
   "addq %[base], %%rax\n\t"                                                    \
   "cmpl $0, %c[closed](%%rax)\n\t"
 
+/* rdx: the index of the class's slot rcx in the cache. */
+#define HZ_RSEQ_SLOT                                                           \
+  "movq %[cls], %%rdx\n\t"                                                     \
+  "shlq %[shift], %%rdx\n\t"                                                   \
+  "addq %%rcx, %%rdx\n\t"
+
+/* What every section reads, and what it changes. */
+#define HZ_RSEQ_INPUTS(rs, cls)                                                \
+  [rs] "r"(rs), [idoff] "r"(hz_cpu_id_offset),                                 \
+      [stride] "i"(sizeof(hz_cpu_cache_t)), [base] "m"(hz_cpu_caches),         \
+      [cls] "r"(cls), [shift] "i"(HZ_CPU_SLOTS_LOG2),                          \
+      [closed] "i"(HZ_CPU_CLOSED_OFFSET), [slots] "i"(HZ_CPU_SLOTS_OFFSET)
+#define HZ_RSEQ_CLOBBERS "rax", "rcx", "rdx", "memory", "cc"
+
 /* Pop a block of class `cls` from this CPU's cache; NULL when empty. */
 HZ_INLINE void *hz_cpu_pop(size_t cls) {
   char *rs = hz_cpu_rseq();
@@ -133,25 +142,18 @@ HZ_INLINE void *hz_cpu_pop(size_t cls) {
 aborted:
   hz_cpu_restarts++;
 start:
-  __asm__ goto(
-      HZ_RSEQ_ARM(1, 2, 4) "1:\n\t" HZ_RSEQ_CACHE "jne %l[empty]\n\t"
-                           "movl (%%rax,%[cls],4), %%ecx\n\t"
-                           "testl %%ecx, %%ecx\n\t"
-                           "jz %l[empty]\n\t"
-                           "subl $1, %%ecx\n\t"
-                           "movq %[cls], %%rdx\n\t"
-                           "shlq %[shift], %%rdx\n\t"
-                           "addq %%rcx, %%rdx\n\t"
-                           "movq %c[slots](%%rax,%%rdx,8), %[out]\n\t"
-                           "movl %%ecx, (%%rax,%[cls],4)\n\t"
-                           "2:\n\t" HZ_RSEQ_ABORT(4, aborted)
-      : [out] "=&r"(out)
-      : [rs] "r"(rs), [idoff] "r"(hz_cpu_id_offset),
-        [stride] "i"(sizeof(hz_cpu_cache_t)), [base] "m"(hz_cpu_caches),
-        [cls] "r"(cls), [shift] "i"(HZ_CPU_SLOTS_LOG2),
-        [closed] "i"(HZ_CPU_CLOSED_OFFSET), [slots] "i"(HZ_CPU_SLOTS_OFFSET)
-      : "rax", "rcx", "rdx", "memory", "cc"
-      : aborted, empty);
+  __asm__ goto(HZ_RSEQ_ARM(1, 2, 4) "1:\n\t" HZ_RSEQ_CACHE "jne %l[empty]\n\t"
+                                    "movl (%%rax,%[cls],4), %%ecx\n\t"
+                                    "testl %%ecx, %%ecx\n\t"
+                                    "jz %l[empty]\n\t"
+                                    "subl $1, %%ecx\n\t" HZ_RSEQ_SLOT
+                                    "movq %c[slots](%%rax,%%rdx,8), %[out]\n\t"
+                                    "movl %%ecx, (%%rax,%[cls],4)\n\t"
+                                    "2:\n\t" HZ_RSEQ_ABORT(4, aborted)
+               : [out] "=&r"(out)
+               : HZ_RSEQ_INPUTS(rs, cls)
+               : HZ_RSEQ_CLOBBERS
+               : aborted, empty);
   return out;
 empty:
   return NULL;
@@ -164,26 +166,18 @@ HZ_INLINE bool hz_cpu_push(size_t cls, void *p) {
 aborted:
   hz_cpu_restarts++;
 start:
-  __asm__ goto(
-      HZ_RSEQ_ARM(1, 2, 4) "1:\n\t" HZ_RSEQ_CACHE "jne %l[full]\n\t"
-                           "movl (%%rax,%[cls],4), %%ecx\n\t"
-                           "cmpl %[cap], %%ecx\n\t"
-                           "jae %l[full]\n\t"
-                           "movq %[cls], %%rdx\n\t"
-                           "shlq %[shift], %%rdx\n\t"
-                           "addq %%rcx, %%rdx\n\t"
-                           "movq %[p], %c[slots](%%rax,%%rdx,8)\n\t"
-                           "addl $1, %%ecx\n\t"
-                           "movl %%ecx, (%%rax,%[cls],4)\n\t"
-                           "2:\n\t" HZ_RSEQ_ABORT(4, aborted)
-      :
-      : [rs] "r"(rs), [idoff] "r"(hz_cpu_id_offset),
-        [stride] "i"(sizeof(hz_cpu_cache_t)), [base] "m"(hz_cpu_caches),
-        [cls] "r"(cls), [p] "r"(p), [cap] "i"(HZ_CPU_SLOTS),
-        [shift] "i"(HZ_CPU_SLOTS_LOG2), [closed] "i"(HZ_CPU_CLOSED_OFFSET),
-        [slots] "i"(HZ_CPU_SLOTS_OFFSET)
-      : "rax", "rcx", "rdx", "memory", "cc"
-      : aborted, full);
+  __asm__ goto(HZ_RSEQ_ARM(1, 2, 4) "1:\n\t" HZ_RSEQ_CACHE "jne %l[full]\n\t"
+                                    "movl (%%rax,%[cls],4), %%ecx\n\t"
+                                    "cmpl %[cap], %%ecx\n\t"
+                                    "jae %l[full]\n\t" HZ_RSEQ_SLOT
+                                    "movq %[p], %c[slots](%%rax,%%rdx,8)\n\t"
+                                    "addl $1, %%ecx\n\t"
+                                    "movl %%ecx, (%%rax,%[cls],4)\n\t"
+                                    "2:\n\t" HZ_RSEQ_ABORT(4, aborted)
+               :
+               : HZ_RSEQ_INPUTS(rs, cls), [p] "r"(p), [cap] "i"(HZ_CPU_SLOTS)
+               : HZ_RSEQ_CLOBBERS
+               : aborted, full);
   return true;
 full:
   return false;

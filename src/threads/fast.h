@@ -19,9 +19,6 @@
 #include "sizeclass.h"
 #include "thread.h"
 
-/* Pop a block of the class whose bin is `scaled` bytes into the heap's
- * (the class tables' entry), or take the slow path. Counting the block
- * and the profiler's check are one decrement and one branch. */
 /* The bin is empty: with the per-CPU front end, this CPU's cache of the
  * class first (blocks other threads freed here), then the slow path. Out
  * of line, like hz_fast_free_other: inlined, the sections' registers cost
@@ -36,6 +33,9 @@ static HZ_NOINLINE void *hz_fast_malloc_miss(size_t size, hz_heap_t *heap) {
   return hz_thread_malloc_slow(size, heap);
 }
 
+/* Pop a block of the class whose bin is `scaled` bytes into the heap's
+ * (the class tables' entry), or take the slow path. Counting the block
+ * and the profiler's check are one decrement and one branch. */
 HZ_INLINE void *hz_fast_malloc_class(hz_heap_t *heap, size_t scaled,
                                      size_t size) {
   hz_bin_t *bin = (hz_bin_t *)((char *)heap->bins + scaled);
@@ -69,8 +69,7 @@ static HZ_NOINLINE void hz_fast_free_other(hz_heap_t *heap, hz_page_t *page,
   size_t cls = page->class_id;
   if (hz_cpu_cache_on && cls < HZ_CPU_CLASSES && !hz_cpu_bypass[cls] &&
       hz_page_is_block(page, p, page->reserved)) {
-    if (HZ_LIKELY(hz_cpu_push(cls, p))) return;
-    hz_cpu_free(heap, cls, p);
+    if (HZ_UNLIKELY(!hz_cpu_push(cls, p))) hz_cpu_overflow(heap, cls, p);
     return;
   }
   hz_heap_free_remote_plain(heap, page, p);

@@ -223,9 +223,10 @@ static void heap_page_emptied(hz_heap_t *heap, hz_page_t *page) {
   hz_page_queue_t *q = &heap->queues[page->class_id];
   size_t area = hz_page_area(page);
   heap->busy_bytes -= area;
-  if (q->first != page && heap->empty_bytes + area > heap_empty_budget(heap)) {
+  size_t budget = heap_empty_budget(heap);
+  if (q->first != page && heap->empty_bytes + area > budget) {
     hz_heap_retire_page(heap, page);
-    heap_trim_empty(heap, heap_empty_budget(heap));
+    heap_trim_empty(heap, budget);
     return;
   }
   page->emptied = 1;
@@ -565,19 +566,6 @@ static hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls) {
   return page;
 }
 
-/* Take up to `max` blocks of the page into `out`, lowest address first,
- * counted as in use on the page. */
-HZ_INLINE uint32_t heap_take(hz_heap_t *heap, hz_page_t *page, void **out,
-                             uint32_t max) {
-  uint32_t taken = hz_page_take(page, out, max);
-  HZ_ASSERT(taken > 0);
-  if (page->emptied) heap_unempty(heap, page);
-  if (page->tally->used == 0) heap->busy_bytes += hz_page_area(page);
-  HZ_SHARED_SET(page->tally->used, (uint16_t)(page->tally->used + taken));
-  hz_page_check(page);
-  return taken;
-}
-
 /* Fill the empty bin of `cls` up to half way from one page (the one
  * heap_find_page chooses, which has room: at least one block), the lowest
  * address on top: malloc hands blocks out in address order, which
@@ -593,10 +581,15 @@ static bool heap_refill(hz_heap_t *heap, uint8_t cls) {
   hz_page_t *page = heap_find_page(heap, cls);
   if (page == NULL) return false;
   uint32_t taken =
-      heap_take(heap, page, bin->top, (uint32_t)(bin_capacity_of(bin) / 2));
+      hz_page_take(page, bin->top, (uint32_t)(bin_capacity_of(bin) / 2));
+  HZ_ASSERT(taken > 0);
   heap_reverse(bin->top, taken);
   bin->top += taken;
   hz_bin_moved(bin, taken);
+  if (page->emptied) heap_unempty(heap, page);
+  if (page->tally->used == 0) heap->busy_bytes += hz_page_area(page);
+  HZ_SHARED_SET(page->tally->used, (uint16_t)(page->tally->used + taken));
+  hz_page_check(page);
   return true;
 }
 

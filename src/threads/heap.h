@@ -222,10 +222,6 @@ HZ_INLINE void hz_bin_put(hz_heap_t *heap, hz_bin_t *bin, void **top,
   hz_heap_free_full_bin(p, heap, page);
 }
 
-/* A block the per-CPU front end (cpu_cache box) gives back: onto its page
- * when it is ours, else home through the stash; counted as a free. */
-void hz_heap_give_back(hz_heap_t *heap, hz_page_t *page, hz_block_t *block);
-
 /* The profiler is on: count down to a first sample in every class. */
 void hz_heap_arm_sampling(hz_heap_t *heap);
 

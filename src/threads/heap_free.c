@@ -114,17 +114,6 @@ void hz_heap_free_block(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
   hz_heap_free_full_bin(block, heap, page);
 }
 
-void hz_heap_give_back(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
-  if (hz_page_heap(page) != heap) {
-    heap_free_remote(heap, page, block);
-    return;
-  }
-  heap->bins[page->class_id].free_base++; /* a free that skips the bin */
-  hz_heap_enter(heap);
-  hz_heap_page_put(heap, page, block);
-  hz_heap_leave(heap);
-}
-
 void hz_heap_free_remote_plain(hz_heap_t *heap, hz_page_t *page, void *p) {
   if (HZ_UNLIKELY(!hz_page_is_block(page, p, page->reserved))) {
     hz_heap_bad_free(page, p);

@@ -332,9 +332,7 @@ static void purge_drain_idle_caches(void) {
     quiet_since_ms = now_ms;
     return;
   }
-  hz_cpu_cache_stats_t cached;
-  hz_cpu_cache_stats(&cached);
-  if (now_ms - quiet_since_ms < HZ_IDLE_FULL_MS || cached.cached_blocks == 0)
+  if (now_ms - quiet_since_ms < HZ_IDLE_FULL_MS || hz_cpu_cache_blocks() == 0)
     return;
   hz_heap_t *heap = heap_take();
   if (heap == NULL) return;
@@ -392,13 +390,9 @@ static void purge_thread_start(void) {
 /* ---------------------------------------------------------------------------
  * Thread binding
  * ------------------------------------------------------------------------- */
-/* The section restarts of threads that exited. */
-static uint64_t exited_restarts;
-
 static void thread_exit(void *value) {
   hz_heap_t *heap = value;
-  __atomic_add_fetch(&exited_restarts, hz_cpu_restarts, __ATOMIC_RELAXED);
-  hz_cpu_restarts = 0;
+  hz_cpu_cache_thread_exit();
   thread_exiting = true;
   exit_rounds++;
   hz_tool_quiet(true); /* parking writes links into free blocks */
@@ -648,16 +642,6 @@ void hz_thread_summarize(hz_heap_summary_t *out) {
   hz_unlock(&pool_lock);
   hz_segment_summarize(&out->pages_in_use, &out->blocks_live, &out->bytes_live,
                        &out->blocks_free_on_pages);
-  hz_cpu_cache_stats_t cpu;
-  hz_cpu_cache_stats(&cpu);
-  out->front_end = hz_cpu_front_end();
-  out->cpu_depot_puts = cpu.depot_puts;
-  out->cpu_depot_takes = cpu.depot_takes;
-  out->cpu_overflows = cpu.overflows;
-  out->cpu_drains = cpu.drains;
-  out->cpu_bypassed = cpu.bypassed;
-  out->cpu_cached_blocks = cpu.cached_blocks;
-  out->cpu_restarts =
-      HZ_SHARED_GET(exited_restarts) + hz_cpu_restarts; /* + this thread's */
+  hz_cpu_cache_stats(&out->front);
   hz_unlock(&collect_lock);
 }
