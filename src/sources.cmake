@@ -9,7 +9,7 @@ set(HZ_CORE_FILES
   policy/sizeclass.c policy/check.c
   observe/stats.c observe/prof.c observe/prof_store.c observe/prof_write.c
   memory/page.c memory/arena.c memory/segment.c memory/large.c
-  memory/purge.c
+  memory/purge.c memory/guard.c
   threads/remote.c threads/heap_owner.c threads/heap.c threads/heap_free.c
   threads/heap_collect.c threads/cpu_cache.c threads/thread.c
   surface/api.c surface/cxx.c)

@@ -226,6 +226,18 @@ static void report_frame(out_t *out, uint32_t n, void *frame) {
   out_str(out, "\n");
 }
 
+void hz_prof_report_stack(const char *title, void *const *frames,
+                          uint32_t depth) {
+  out_t out = {.fd = hz_os_report_fd(), .ok = true};
+  out_str(&out, "hakozuna: ");
+  out_str(&out, title);
+  out_str(&out, "\n");
+  for (uint32_t f = 0; f < depth; f++)
+    report_frame(&out, f, frames[f]);
+  if (depth == 0) out_str(&out, "    (no stack)\n");
+  out_flush(&out);
+}
+
 /* The stack with the most live bytes not yet shown, or UINT32_MAX. */
 static uint32_t next_largest(const hz_prof_store_t *store, live_t *live) {
   uint32_t best = UINT32_MAX;

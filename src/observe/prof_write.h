@@ -22,6 +22,11 @@ bool hz_prof_write_heap(const char *path, const hz_prof_store_t *store);
 /* The leak report: the stacks of the samples still live, largest first,
  * on the report stream (os box). */
 void hz_prof_report_leaks(const hz_prof_store_t *store, double sample_mean);
+/* `title` and the frames of a stack, one line each with the symbol and
+ * object dladdr finds, on the report stream: the leak report's form, also
+ * the guard box's. */
+void hz_prof_report_stack(const char *title, void *const *frames,
+                          uint32_t depth);
 /* The executable segment of the shared object holding `code`; 0, 0 when
  * that is the main program (a static build). */
 void hz_prof_object_range(const void *code, uintptr_t *start, uintptr_t *end);

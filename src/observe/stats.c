@@ -275,6 +275,14 @@ void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
               (unsigned long long)f->overflows, (unsigned long long)f->drains,
               (unsigned long long)f->cached_blocks,
               (unsigned long long)f->restarts, (unsigned long long)f->bypassed);
+  const hz_guard_stats_t *g = &m->guard;
+  hz_os_print(
+      "  guarded        1 malloc in %llu sampled (0: off), %llu guarded "
+      "blocks so far, %llu of %llu slots in use, %llu errors "
+      "reported\n",
+      (unsigned long long)g->sample, (unsigned long long)g->allocs,
+      (unsigned long long)g->in_use, (unsigned long long)g->slots,
+      (unsigned long long)g->reports);
   hz_os_print("  cached         %zu large mappings (%zu bytes, %zu not yet "
               "purged), %zu empty segments, %zu bytes of free pages not yet "
               "purged, %zu bytes of empty pages heaps keep\n",
@@ -409,6 +417,13 @@ bool hz_stats_write_json(const char *path, const hz_heap_summary_t *h,
            (unsigned long long)f->depot_takes, (unsigned long long)f->overflows,
            (unsigned long long)f->drains, (unsigned long long)f->cached_blocks,
            (unsigned long long)f->restarts, (unsigned long long)f->bypassed);
+  const hz_guard_stats_t *g = &m->guard;
+  json_add(&j,
+           "  \"guard\": {\"sample\": %llu, \"allocs\": %llu, \"in_use\": "
+           "%llu, \"slots\": %llu, \"reports\": %llu},\n",
+           (unsigned long long)g->sample, (unsigned long long)g->allocs,
+           (unsigned long long)g->in_use, (unsigned long long)g->slots,
+           (unsigned long long)g->reports);
   remote_total_t remote = remote_total(h);
   json_add(&j,
            "  \"remote\": {\"frees\": %llu, \"batches\": %llu, "

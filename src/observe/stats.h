@@ -48,6 +48,15 @@ typedef struct {
   uint64_t bypassed;      /* times a class was found one-way */
 } hz_front_end_stats_t;
 
+/* The guarded sample (guard box). */
+typedef struct {
+  uint64_t sample;  /* one malloc in this many is guarded (0: off) */
+  uint64_t slots;   /* the pool's slots */
+  uint64_t allocs;  /* guarded blocks handed out */
+  uint64_t in_use;  /* slots holding a live block now */
+  uint64_t reports; /* errors found in guarded blocks */
+} hz_guard_stats_t;
+
 /* What the heap box knows, merged over every heap. */
 typedef struct {
   hz_heap_stats_t counters;
@@ -90,6 +99,7 @@ typedef struct {
   size_t large_cached;       /* freed large mappings kept for reuse */
   size_t large_cached_bytes; /* their mapped bytes */
   size_t large_dirty_bytes;  /* of those, not yet purged */
+  hz_guard_stats_t guard;
 } hz_memory_summary_t;
 
 /* The large box's counts (the os box keeps its own: hz_os_counts). */

@@ -10,6 +10,7 @@
 
 #include "check.h"
 #include "fast.h"
+#include "guard.h"
 #include "hakozuna.h"
 #include "heap.h"
 #include "large.h"
@@ -27,8 +28,9 @@
 typedef struct {
   uint8_t *block; /* start of the block p lies in */
   size_t room;    /* bytes from p to the end of the block */
-  unsigned cls;   /* size class; 0 for a large block */
+  unsigned cls;   /* size class; 0 for a large or guarded block */
   bool aligned;   /* p may be inside the block (memalign) */
+  bool guarded;   /* in the guard's pool: its size is the size asked for */
 } api_block_t;
 
 /* Find the live block p belongs to; false, reported as `what`, when p is
@@ -36,6 +38,11 @@ typedef struct {
  * it). Any thread may ask, so only blocks that fit the page are trusted,
  * not only those carved. */
 static bool api_locate(const void *p, const char *what, api_block_t *out) {
+  if (hz_guard_holds(p)) {
+    size_t size = hz_guard_size(p, what);
+    *out = (api_block_t){(uint8_t *)p, size, 0, false, true};
+    return size != 0;
+  }
   hz_segment_t *seg = hz_segment_of(p);
   if (seg == NULL) {
     hz_check_report(what, p, "not allocated by hakozuna");
@@ -51,7 +58,8 @@ static bool api_locate(const void *p, const char *what, api_block_t *out) {
         hz_check_report(what, p, "not an allocated block");
       return false;
     }
-    *out = (api_block_t){(uint8_t *)p, hz_large_usable_size(seg, p), 0, false};
+    *out = (api_block_t){(uint8_t *)p, hz_large_usable_size(seg, p), 0, false,
+                         false};
     return true;
   }
   hz_page_t *page = hz_segment_page_of(seg, p);
@@ -254,7 +262,7 @@ HZ_EXPORT void *hz_realloc(void *ptr, size_t size) {
   }
   if (HZ_CANARY) return api_realloc_copy(ptr, size, known);
   /* Large to large: resize the mapping, no copy. */
-  if (b.cls == 0 && size > HZ_SMALL_MAX) {
+  if (b.cls == 0 && !b.guarded && size > HZ_SMALL_MAX) {
     void *moved = hz_large_realloc(hz_segment_base(ptr), ptr, size);
     if (HZ_UNLIKELY(hz_prof_active) && moved != NULL)
       hz_prof_moved(ptr, moved, size);
@@ -366,6 +374,7 @@ void hz_api_summarize(hz_heap_summary_t *heaps, hz_memory_summary_t *out) {
   out->arena_in_use = state.arena_in_use;
   hz_large_cached(&out->large_cached, &out->large_cached_bytes,
                   &out->large_dirty_bytes);
+  hz_guard_stats(&out->guard);
   out->locks_taken[HZ_LOCK_SEGMENT] = hz_segment_lock_taken();
   out->locks_taken[HZ_LOCK_LARGE] = hz_large_lock_taken();
   hz_thread_locks_taken(&out->locks_taken[HZ_LOCK_POOL],

@@ -50,6 +50,9 @@
 
 /* Largest thread-cached block; anything bigger goes to the large box. */
 #define HZ_SMALL_MAX ((size_t)256 << 10)
+/* One malloc in this many goes to the guarded sample (guard box) unless
+ * HZ_GUARD_SAMPLE says otherwise. */
+#define HZ_GUARD_SAMPLE_DEFAULT 100000
 /* Every block is aligned to at least this. */
 #define HZ_MIN_ALIGN 16
 /* Requests above this fail with ENOMEM (as glibc does). */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "config.h"
 #include "os.h"
 
 typedef struct {
@@ -65,6 +66,23 @@ static option_entry_t option_table[HZ_OPTION_COUNT] = {
                              "per-CPU caches of blocks up to 2 KiB on "
                              "glibc's rseq (release build; 0: per-thread "
                              "heaps only)"},
+    [HZ_OPTION_GUARD_SAMPLE] = {"GUARD_SAMPLE", HZ_OPTION_BYTES,
+                                HZ_GUARD_SAMPLE_DEFAULT,
+                                "about one malloc in this many (up to "
+                                "HZ_GUARD_MAX bytes) on pages of its own "
+                                "between guard pages (0: none)"},
+    [HZ_OPTION_GUARD_MAX] = {"GUARD_MAX", HZ_OPTION_BYTES, 4096,
+                             "the largest request the guard samples"},
+    [HZ_OPTION_GUARD_SLOTS] = {"GUARD_SLOTS", HZ_OPTION_BYTES, 16,
+                               "guarded blocks live at once; when all are "
+                               "taken, sampling waits"},
+    [HZ_OPTION_GUARD_MODE] = {"GUARD_MODE", HZ_OPTION_BYTES, 0,
+                              "0: each guarded block against the upper or "
+                              "the lower guard at random, 1: the upper "
+                              "(overflows fault), 2: the lower (underflows)"},
+    [HZ_OPTION_GUARD_RECOVER] = {"GUARD_RECOVER", HZ_OPTION_BOOL, 0,
+                                 "after a guarded block's report, open its "
+                                 "page and go on instead of dying"},
 };
 
 /* Defaults that depend on the machine. */

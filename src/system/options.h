@@ -22,6 +22,11 @@ typedef enum {
   HZ_OPTION_PROF_SIGNAL,     /* a profile on SIGUSR2 */
   HZ_OPTION_PROF_PREFIX,     /* where profiles go: PREFIX.pid.seq.why.heap */
   HZ_OPTION_CPU_CACHE,       /* per-CPU caches in front (rseq) */
+  HZ_OPTION_GUARD_SAMPLE,    /* one malloc in N on guarded pages (0: none) */
+  HZ_OPTION_GUARD_MAX,       /* the largest request guarded */
+  HZ_OPTION_GUARD_SLOTS,     /* the pool of guarded slots */
+  HZ_OPTION_GUARD_MODE,      /* 0 alternate, 1 upper guard, 2 lower */
+  HZ_OPTION_GUARD_RECOVER,   /* go on after a report */
   HZ_OPTION_COUNT
 } hz_option_t;
 

@@ -17,6 +17,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "guard.h"
 #include "large.h"
 #include "list.h"
 #include "options.h"
@@ -78,7 +79,7 @@ void hz_heap_init(hz_heap_t *heap) {
     bin->rotate = (uint32_t)(hz_class_divisor[c] >> 32);
   }
   heap->state = HZ_HEAP_LIVE;
-  if (hz_prof_active) hz_heap_arm_sampling(heap);
+  if (hz_prof_active || hz_guard_active) hz_heap_arm_sampling(heap);
 }
 
 /* The next sample of the bin's class after `skip` more blocks. */
@@ -88,10 +89,22 @@ static void heap_sample_after(hz_bin_t *bin, uint64_t skip) {
   bin->alloc_mark = allocs + skip;
 }
 
+/* The next turn of the profiler (which has it when on) or the guard. */
+static uint64_t heap_sample_gap(uint8_t cls) {
+  if (hz_prof_active)
+    return hz_prof_blocks_to_skip(hz_sizeclass_block_size(cls));
+  return hz_guard_blocks_to_skip();
+}
+
+/* The guard's classes: those that serve requests it takes. */
+static bool heap_guard_class(uint8_t cls) {
+  return hz_sizeclass_block_size((uint8_t)(cls - 1)) < hz_guard_max_size();
+}
+
 void hz_heap_arm_sampling(hz_heap_t *heap) {
   for (uint8_t c = 1; c < HZ_CLASS_COUNT; c++)
-    heap_sample_after(&heap->bins[c],
-                      hz_prof_blocks_to_skip(hz_sizeclass_block_size(c)));
+    if (hz_prof_active || heap_guard_class(c))
+      heap_sample_after(&heap->bins[c], heap_sample_gap(c));
 }
 
 /* ---------------------------------------------------------------------------
@@ -593,19 +606,35 @@ static bool heap_refill(hz_heap_t *heap, uint8_t cls) {
   return true;
 }
 
-/* The block the countdown reached 0 on (it is counted): record it. */
+/* The block the countdown reached 0 on (it is counted): the profiler
+ * records it; the guard's turn passed (its pool was full or the size too
+ * large). */
 static void *heap_sampled(hz_heap_t *heap, void *block, size_t size) {
   hz_page_t *page = hz_segment_block_page(block);
   hz_bin_t *bin = &heap->bins[page->class_id];
-  heap_sample_after(bin, hz_prof_blocks_to_skip(page->block_size));
-  if (hz_prof_record(block, size, page->block_size, page))
+  heap_sample_after(bin, heap_sample_gap(page->class_id));
+  if (hz_prof_active && hz_prof_record(block, size, page->block_size, page))
     hz_page_set_flag(page, HZ_PAGE_SAMPLED, true);
   return block;
+}
+
+/* The guard's turn in `bin` (this malloc not counted yet): a guarded
+ * block, the countdown started again; NULL: the bin serves it. */
+static void *heap_guarded(hz_bin_t *bin, size_t size) {
+  void *guarded = hz_guard_malloc(size);
+  if (guarded != NULL) heap_sample_after(bin, hz_guard_blocks_to_skip());
+  return guarded;
 }
 
 HZ_NOINLINE void *hz_heap_malloc_sampled(hz_heap_t *heap, hz_bin_t *bin,
                                          size_t size) {
   unsigned cls = (unsigned)(bin - heap->bins);
+  if (hz_guard_active) {
+    bin->sample_left = 1; /* the fast path counted it; the guard's is not */
+    void *guarded = heap_guarded(bin, size);
+    if (guarded != NULL) return guarded;
+    bin->sample_left = 0;
+  }
   return heap_sampled(heap, hz_bin_take(bin, bin->top, cls), size);
 }
 
@@ -622,12 +651,16 @@ static void heap_age_empty(hz_heap_t *heap, uint8_t cls) {
 }
 
 void *hz_heap_malloc_small(hz_heap_t *heap, size_t size) {
+  uint8_t cls = hz_sizeclass_of(size);
+  hz_bin_t *bin = &heap->bins[cls];
+  if (HZ_UNLIKELY(bin->sample_left == 1) && hz_guard_active) {
+    void *guarded = heap_guarded(bin, size);
+    if (guarded != NULL) return guarded;
+  }
   hz_heap_enter(heap);
   HZ_SHARED_ADD(heap->stats.slow_mallocs, 1);
   hz_heap_flush_stash(heap);
-  uint8_t cls = hz_sizeclass_of(size);
   if (hz_heap_has_incoming(heap)) hz_heap_drain_inbox(heap);
-  hz_bin_t *bin = &heap->bins[cls];
   void *block = NULL;
   heap_age_empty(heap, cls);
   if (bin->top != bin->base || heap_refill(heap, cls)) {

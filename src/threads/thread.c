@@ -39,6 +39,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "guard.h"
 #include "large.h"
 #include "list.h"
 #include "lock.h"
@@ -413,9 +414,11 @@ static void fork_prepare(void) {
   hz_segment_fork_prepare();
   hz_large_fork_prepare();
   hz_prof_fork_prepare();
+  hz_guard_fork_prepare();
 }
 
 static void fork_parent(void) {
+  hz_guard_fork_parent();
   hz_prof_fork_parent();
   hz_large_fork_parent();
   hz_segment_fork_parent();
@@ -427,6 +430,7 @@ static void fork_parent(void) {
 /* The child has one thread: no purge thread until it makes another. */
 static void fork_child(void) {
   hz_cpu_cache_fork_child();
+  hz_guard_fork_child();
   hz_prof_fork_child();
   hz_large_fork_child();
   hz_segment_fork_child();
@@ -532,6 +536,10 @@ void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap) {
  * (then the generic path), or a pointer that is not ours. */
 static bool thread_free_far(void *p, hz_segment_t **seg, hz_page_t **page) {
   unsigned page_shift = hz_segment_page_shift_of(p);
+  if (page_shift == 0 && hz_guard_holds(p)) {
+    hz_guard_free(p);
+    return false;
+  }
   if (page_shift == 0) {
     hz_check_report("invalid free", p, "not allocated by hakozuna");
     return false;
@@ -587,7 +595,8 @@ __attribute__((constructor)) static void thread_process_start(void) {
   /* After the options, before the program's first malloc: heaps made
    * from now on count down to samples from the start. */
   hz_prof_start();
-  if (hz_prof_active && hz_heap_tls != &hz_heap_empty)
+  hz_guard_start();
+  if ((hz_prof_active || hz_guard_active) && hz_heap_tls != &hz_heap_empty)
     hz_heap_arm_sampling(hz_heap_tls);
   if (!hz_prof_active) hz_cpu_cache_init();
 }

@@ -1,0 +1,418 @@
+/* guard: the guarded sample's pool, its slots and their stacks, the
+ * canary, and the SIGSEGV handler that reports a fault in the pool (see
+ * guard.h). */
+#define _GNU_SOURCE
+#include "guard.h"
+
+#include <execinfo.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "lock.h"
+#include "options.h"
+#include "os.h"
+#include "prof.h"
+#include "prof_write.h"
+
+#define GUARD_DEPTH 24
+
+typedef enum {
+  SLOT_UNUSED, /* never handed out */
+  SLOT_LIVE,
+  SLOT_FREEING, /* one thread is freeing it */
+  SLOT_FREED,
+  SLOT_OPENED /* a fault opened its pages (HZ_GUARD_RECOVER): never reused */
+} slot_state_t;
+
+/* One slot's block and where it was allocated and freed. */
+typedef struct {
+  uintptr_t block;
+  size_t size;
+  uint32_t state;
+  pid_t alloc_tid, free_tid;
+  uint32_t alloc_depth, free_depth;
+  void *alloc_frames[GUARD_DEPTH];
+  void *free_frames[GUARD_DEPTH];
+} guard_slot_t;
+
+bool hz_guard_active;
+uintptr_t hz_guard_base;
+size_t hz_guard_span;
+
+static size_t page_size, slot_bytes, stride; /* a slot: data, then a guard */
+static size_t max_size, slot_count;
+static long mode; /* 0 alternate, 1 against the upper guard, 2 the lower */
+static bool recover;
+static double mean_gap;
+static guard_slot_t *slots;
+/* Free slots in the order they were freed: the oldest is taken first. */
+static uint32_t *line, line_head, line_len;
+static hz_lock_t guard_lock = HZ_LOCK_INIT;
+static bool handler_installed;
+static struct sigaction previous;    /* the handler before ours */
+static uintptr_t own_start, own_end; /* our code, left out of stacks */
+static struct { uint64_t allocs, in_use, reports; } counts;
+static HZ_TLS bool guard_busy; /* inside the guard: no guarded mallocs */
+
+/* ---------------------------------------------------------------------------
+ * Slots and their addresses
+ * ------------------------------------------------------------------------- */
+static uintptr_t slot_data(size_t i) {
+  return hz_guard_base + page_size + i * stride;
+}
+
+/* The slot whose data pages hold a, or SIZE_MAX (a guard page). */
+static size_t slot_at(uintptr_t a) {
+  if (a < hz_guard_base + page_size) return SIZE_MAX;
+  size_t off = a - hz_guard_base - page_size;
+  return off % stride < slot_bytes ? off / stride : SIZE_MAX;
+}
+
+static bool slot_take(size_t *out) {
+  hz_lock(&guard_lock);
+  bool any = line_len > 0;
+  if (any) {
+    *out = line[line_head];
+    line_head = (uint32_t)((line_head + 1) % slot_count);
+    line_len--;
+    counts.in_use++;
+    counts.allocs++;
+  }
+  hz_unlock(&guard_lock);
+  return any;
+}
+
+static void slot_put(size_t i) {
+  hz_lock(&guard_lock);
+  line[(line_head + line_len) % slot_count] = (uint32_t)i;
+  line_len++;
+  counts.in_use--;
+  hz_unlock(&guard_lock);
+}
+
+/* The pages a block of a slot lies on. */
+static void block_pages(uintptr_t block, size_t size, uintptr_t *start,
+                        uintptr_t *end) {
+  *start = block & ~(uintptr_t)(page_size - 1);
+  *end = HZ_ALIGN_UP(block + size, page_size);
+}
+
+/* ---------------------------------------------------------------------------
+ * The canary: the bytes of a block's pages outside it
+ * ------------------------------------------------------------------------- */
+static uint8_t canary_byte(uintptr_t a) {
+  return (uint8_t)(0xA5 ^ a ^ (a >> 7));
+}
+
+static void canary_fill(uintptr_t from, uintptr_t to) {
+  for (uintptr_t a = from; a < to; a++)
+    *(uint8_t *)a = canary_byte(a);
+}
+
+/* The first spoilt byte in [from, to), or 0. */
+static uintptr_t canary_spoilt(uintptr_t from, uintptr_t to) {
+  for (uintptr_t a = from; a < to; a++)
+    if (*(const uint8_t *)a != canary_byte(a)) return a;
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * Stacks and reports
+ * ------------------------------------------------------------------------- */
+static uint32_t capture(void **frames) {
+  void *raw[GUARD_DEPTH + 8];
+  int n = backtrace(raw, GUARD_DEPTH + 8);
+  int first = 0;
+  while (first < n && (uintptr_t)raw[first] >= own_start &&
+         (uintptr_t)raw[first] < own_end)
+    first++;
+  uint32_t depth = 0;
+  for (int i = first; i < n && depth < GUARD_DEPTH; i++)
+    frames[depth++] = raw[i];
+  return depth;
+}
+
+/* "hakozuna: guarded block: <kind> (<access>) at <a>, offset <n> of a
+ * <size>-byte block at <block>", then the stacks. */
+static void report(const char *kind, const char *access, uintptr_t a,
+                   const guard_slot_t *s, void *const *here, uint32_t depth) {
+  __atomic_add_fetch(&counts.reports, 1, __ATOMIC_RELAXED);
+  hz_os_message("guarded block: %s (%s) at %p, offset %lld of a %zu-byte "
+                "block at %p",
+                kind, access, (void *)a, (long long)(a - s->block), s->size,
+                (void *)s->block);
+  char title[96];
+  if (depth > 0)
+    hz_prof_report_stack("  found by this thread at:", here, depth);
+  snprintf(title, sizeof title,
+           "  allocated by thread %d at:", (int)s->alloc_tid);
+  hz_prof_report_stack(title, s->alloc_frames, s->alloc_depth);
+  if (s->free_depth > 0) {
+    snprintf(title, sizeof title, "  freed by thread %d at:", (int)s->free_tid);
+    hz_prof_report_stack(title, s->free_frames, s->free_depth);
+  }
+}
+
+/* ---------------------------------------------------------------------------
+ * The fault handler
+ * ------------------------------------------------------------------------- */
+/* A fault that is not ours, or ours after its report: what would have
+ * happened without us. */
+static void chain(int sig, siginfo_t *info, void *context) {
+  if (previous.sa_flags & SA_SIGINFO) {
+    if (previous.sa_sigaction != NULL) {
+      previous.sa_sigaction(sig, info, context);
+      return;
+    }
+  } else if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN) {
+    previous.sa_handler(sig);
+    return;
+  }
+  /* The default: the access runs again and kills the process (a signal
+   * someone sent is sent again). */
+  signal(SIGSEGV, SIG_DFL);
+  if (info->si_code <= 0) raise(SIGSEGV);
+}
+
+/* The slot a fault at a belongs to: the one whose data pages hold it,
+ * else the nearer block beside the guard page. */
+static guard_slot_t *fault_slot(uintptr_t a) {
+  size_t i = slot_at(a);
+  if (i != SIZE_MAX) return &slots[i];
+  size_t below = (a - hz_guard_base) / stride; /* the slot after the page */
+  guard_slot_t *before = below > 0 ? &slots[below - 1] : NULL;
+  guard_slot_t *after = below < slot_count ? &slots[below] : NULL;
+  if (before != NULL && before->state == SLOT_UNUSED) before = NULL;
+  if (after != NULL && after->state == SLOT_UNUSED) after = NULL;
+  if (before == NULL || after == NULL) return before != NULL ? before : after;
+  return a - (before->block + before->size) <= after->block - a ? before
+                                                                : after;
+}
+
+static const char *fault_kind(const guard_slot_t *s, uintptr_t a) {
+  if (s->state == SLOT_FREED || s->state == SLOT_FREEING)
+    return "use after free";
+  return a < s->block ? "heap buffer underflow" : "heap buffer overflow";
+}
+
+static void on_fault(int sig, siginfo_t *info, void *context) {
+  uintptr_t a = (uintptr_t)info->si_addr;
+  guard_slot_t *s =
+      hz_guard_holds(info->si_addr) && info->si_code > 0 ? fault_slot(a) : NULL;
+  if (s == NULL || s->state == SLOT_UNUSED) {
+    chain(sig, info, context);
+    return;
+  }
+  void *here[GUARD_DEPTH];
+  guard_busy = true;
+  uint32_t depth = capture(here);
+#if defined(__x86_64__)
+  const ucontext_t *uc = context;
+  const char *access = (uc->uc_mcontext.gregs[REG_ERR] & 2) ? "write" : "read";
+  void *pc = (void *)uc->uc_mcontext.gregs[REG_RIP];
+#else
+  const char *access = "access";
+  void *pc = NULL;
+#endif
+  /* Start at the access: the frames before it are the handler's. */
+  uint32_t from = 0;
+  while (from < depth && here[from] != pc)
+    from++;
+  if (from == depth) from = 0;
+  report(fault_kind(s, a), access, a, s, here + from, depth - from);
+  guard_busy = false;
+  if (recover) {
+    s->state = SLOT_OPENED;
+    uintptr_t at = a & ~(uintptr_t)(page_size - 1);
+    hz_os_protect((void *)at, page_size, true);
+    return;
+  }
+  sigaction(SIGSEGV, &previous, NULL);
+  chain(sig, info, context);
+}
+
+static void install_handler(void) {
+  struct sigaction ours;
+  memset(&ours, 0, sizeof ours);
+  ours.sa_sigaction = on_fault;
+  ours.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+  sigemptyset(&ours.sa_mask);
+  sigaction(SIGSEGV, &ours, &previous);
+}
+
+/* ---------------------------------------------------------------------------
+ * Start, sampling, malloc and free
+ * ------------------------------------------------------------------------- */
+void hz_guard_start(void) {
+  long sample = hz_option(HZ_OPTION_GUARD_SAMPLE);
+  if (sample <= 0 || hz_prof_active) return;
+  page_size = hz_os_page_size();
+  long limit = hz_option(HZ_OPTION_GUARD_MAX);
+  max_size = limit < 1 ? 1 : (size_t)limit;
+  if (max_size > HZ_SMALL_MAX) max_size = HZ_SMALL_MAX;
+  long count = hz_option(HZ_OPTION_GUARD_SLOTS);
+  slot_count = count < 1 ? 1 : count > 4096 ? 4096 : (size_t)count;
+  slot_bytes = HZ_ALIGN_UP(max_size, page_size);
+  stride = slot_bytes + page_size;
+  mode = hz_option(HZ_OPTION_GUARD_MODE);
+  recover = hz_option_enabled(HZ_OPTION_GUARD_RECOVER);
+  mean_gap = (double)sample;
+  size_t span = page_size + slot_count * stride;
+  size_t meta =
+      HZ_ALIGN_UP(slot_count * (sizeof *slots + sizeof *line), page_size);
+  void *pool = hz_os_reserve(span, page_size);
+  slots = pool != NULL ? hz_os_map(meta) : NULL;
+  if (slots == NULL) {
+    if (pool != NULL) hz_os_unmap(pool, span);
+    hz_os_message("HZ_GUARD_SAMPLE: out of address space; the guard is off");
+    return;
+  }
+  hz_os_protect(pool, span, false);
+  line = (uint32_t *)(slots + slot_count);
+  for (size_t i = 0; i < slot_count; i++)
+    line[i] = (uint32_t)i;
+  line_len = (uint32_t)slot_count;
+  hz_prof_object_range((const void *)&hz_guard_start, &own_start, &own_end);
+  hz_guard_base = (uintptr_t)pool;
+  hz_guard_span = span;
+  hz_guard_active = true;
+}
+
+/* Each malloc is the guard's with chance 1/N: the gap to the next one is
+ * geometric (N = 1: every malloc). */
+uint64_t hz_guard_blocks_to_skip(void) {
+  if (mean_gap <= 1.0) return 1;
+  uint64_t bits = hz_check_random() >> 11;
+  double unit = ((double)bits + 1.0) / 9007199254740993.0; /* (0, 1] */
+  double gap = log(unit) / log1p(-1.0 / mean_gap);
+  return gap >= 1e18 ? (uint64_t)1e18 : (uint64_t)gap + 1;
+}
+
+size_t hz_guard_max_size(void) { return max_size; }
+
+/* Where a block of `size` bytes goes in a slot's data pages: its end
+ * against the upper guard, aligned as malloc must (8 bytes below 16, else
+ * 16), or its start against the lower one. */
+static uintptr_t place(uintptr_t data, size_t size) {
+  bool lower = mode == 2 || (mode != 1 && (hz_check_random() & 1) != 0);
+  if (lower) return data;
+  uintptr_t align = size < 16 ? 8 : 16;
+  return (data + slot_bytes - size) & ~(align - 1);
+}
+
+/* The first guarded block installs the fault handler. */
+static void handler_once(void) {
+  if (__atomic_load_n(&handler_installed, __ATOMIC_ACQUIRE)) return;
+  hz_lock(&guard_lock);
+  if (!handler_installed) {
+    install_handler();
+    __atomic_store_n(&handler_installed, true, __ATOMIC_RELEASE);
+  }
+  hz_unlock(&guard_lock);
+}
+
+void *hz_guard_malloc(size_t size) {
+  size_t i;
+  if (guard_busy || size == 0 || size > max_size || !slot_take(&i)) return NULL;
+  guard_busy = true; /* backtrace's first call loads libgcc_s: mallocs */
+  guard_slot_t *s = &slots[i];
+  uintptr_t block = place(slot_data(i), size), start, end;
+  block_pages(block, size, &start, &end);
+  hz_os_protect((void *)start, end - start, true);
+  canary_fill(start, block);
+  canary_fill(block + size, end);
+  s->alloc_depth = capture(s->alloc_frames);
+  s->alloc_tid = gettid();
+  s->free_depth = 0;
+  s->size = size;
+  s->block = block;
+  __atomic_store_n(&s->state, SLOT_LIVE, __ATOMIC_RELEASE);
+  handler_once();
+  guard_busy = false;
+  return (void *)block;
+}
+
+/* A free of p that is no live guarded block: a double free (with its
+ * stacks) or an invalid one. */
+static void free_invalid(void *p, const guard_slot_t *s, const char *what) {
+  if (s != NULL && s->block == (uintptr_t)p && s->state == SLOT_FREED) {
+    void *here[GUARD_DEPTH];
+    guard_busy = true;
+    report("double free", "free", (uintptr_t)p, s, here, capture(here));
+    guard_busy = false;
+    hz_check_report("double free", p, "a guarded block");
+    return;
+  }
+  hz_check_report(what, p, "not an allocated block");
+}
+
+/* A canary spoilt: the block was overrun; reported as found at its free,
+ * then the program stops (HZ_GUARD_RECOVER: goes on). */
+static void free_spoilt(guard_slot_t *s, uintptr_t spoilt) {
+  report(spoilt < s->block ? "heap buffer underflow" : "heap buffer overflow",
+         "write, found when the block was freed", spoilt, s, NULL, 0);
+  if (!recover) abort();
+}
+
+void hz_guard_free(void *p) {
+  size_t i = slot_at((uintptr_t)p);
+  guard_slot_t *s = i != SIZE_MAX ? &slots[i] : NULL;
+  uint32_t live = SLOT_LIVE, opened = SLOT_OPENED;
+  bool was_opened = false;
+  if (s == NULL || s->block != (uintptr_t)p ||
+      !(__atomic_compare_exchange_n(&s->state, &live, SLOT_FREEING, false,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED) ||
+        (was_opened = __atomic_compare_exchange_n(
+             &s->state, &opened, SLOT_FREEING, false, __ATOMIC_ACQ_REL,
+             __ATOMIC_RELAXED)))) {
+    free_invalid(p, s, "invalid free");
+    return;
+  }
+  guard_busy = true;
+  s->free_depth = capture(s->free_frames);
+  s->free_tid = gettid();
+  uintptr_t start, end;
+  block_pages(s->block, s->size, &start, &end);
+  uintptr_t spoilt = canary_spoilt(start, s->block);
+  if (spoilt == 0) spoilt = canary_spoilt(s->block + s->size, end);
+  if (spoilt != 0) free_spoilt(s, spoilt);
+  guard_busy = false;
+  hz_os_protect((void *)start, end - start, false);
+  hz_os_discard((void *)start, end - start, false);
+  __atomic_store_n(&s->state, was_opened ? SLOT_OPENED : SLOT_FREED,
+                   __ATOMIC_RELEASE);
+  if (!was_opened) slot_put(i);
+}
+
+size_t hz_guard_size(const void *p, const char *what) {
+  size_t i = slot_at((uintptr_t)p);
+  guard_slot_t *s = i != SIZE_MAX ? &slots[i] : NULL;
+  uint32_t state =
+      s != NULL ? __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) : SLOT_UNUSED;
+  if (s != NULL && s->block == (uintptr_t)p &&
+      (state == SLOT_LIVE || state == SLOT_OPENED))
+    return s->size;
+  free_invalid((void *)p, s, what);
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * Stats and fork
+ * ------------------------------------------------------------------------- */
+void hz_guard_stats(hz_guard_stats_t *out) {
+  out->sample = hz_guard_active ? (uint64_t)mean_gap : 0;
+  out->slots = hz_guard_active ? slot_count : 0;
+  out->allocs = HZ_SHARED_GET(counts.allocs);
+  out->in_use = HZ_SHARED_GET(counts.in_use);
+  out->reports = HZ_SHARED_GET(counts.reports);
+}
+
+void hz_guard_fork_prepare(void) { hz_lock(&guard_lock); }
+void hz_guard_fork_parent(void) { hz_unlock(&guard_lock); }
+void hz_guard_fork_child(void) { hz_lock_reinit(&guard_lock); }
