@@ -13,10 +13,11 @@ set -euo pipefail
 # libunwind8: the heap profiler's unwinder; google-perftools: google-pprof,
 # which the profiler test and `hakozuna prof` read profiles with. dpkg-dev:
 # dpkg-shlibdeps, which `make deb` (CPack) works out the dependencies with.
+# man-db: the manual pages' test renders them with man.
 packages=(cmake make gcc g++ libtsan2 perl python3 coreutils pkgconf valgrind
           libpython3.11-testsuite clang libclang-rt-dev
           sqlite3 ruby lua5.4 z3 ghostscript rocksdb-tools git time
-          libunwind8 google-perftools dpkg-dev)
+          libunwind8 google-perftools dpkg-dev man-db)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

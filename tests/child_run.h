@@ -20,13 +20,14 @@ typedef struct {
   char *err;  /* everything the child wrote to stderr, NUL-terminated */
   size_t len; /* its length */
   int status; /* exit code, or -1 (killed, or could not be started) */
+  int signal; /* the signal that killed it, else 0 */
 } child_result_t;
 
 /* Run /proc/self/exe `arg` with the environment described above; `settings`
  * is a NULL-terminated list of "NAME=value" strings. */
 static inline child_result_t child_run(const char *argv0, const char *arg,
                                        const char *const *settings) {
-  child_result_t r = {NULL, 0, -1};
+  child_result_t r = {NULL, 0, -1, 0};
   size_t n_env = 0, n_set = 0;
   while (environ[n_env] != NULL)
     n_env++;
@@ -83,6 +84,7 @@ static inline child_result_t child_run(const char *argv0, const char *arg,
   while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
   }
   r.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
+  r.signal = WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0;
   return r;
 }
 

@@ -37,7 +37,8 @@ contents=$(dpkg-deb -c "$deb")
 for f in lib/libhakozuna.so lib/libhakozuna-secure.so lib/libhakozuna-debug.so \
          lib/libhakozuna.a include/hakozuna.h lib/pkgconfig/hakozuna.pc \
          lib/cmake/hakozuna/hakozunaConfig.cmake bin/hakozuna \
-         bin/hakozuna-flamegraph; do
+         bin/hakozuna-flamegraph share/man/man1/hakozuna.1.gz \
+         share/man/man3/hakozuna.3.gz; do
   grep -q " \./usr/$f\$" <<<"$contents" || fail "the package has no /usr/$f"
 done
 
@@ -52,6 +53,21 @@ if /usr/bin/hakozuna run cat /proc/self/maps | grep -q " /usr/lib/libhakozuna.so
   pass "/usr/bin/hakozuna run preloads /usr/lib/libhakozuna.so"
 else
   fail "hakozuna run: /usr/lib/libhakozuna.so is not in the command's maps"
+fi
+
+# The manual pages: man finds and renders both (unless this machine's dpkg
+# is told to leave manual pages out, as slim container images are).
+if grep -rqs '^path-exclude=/usr/share/man' /etc/dpkg/dpkg.cfg.d/; then
+  echo "note: dpkg excludes /usr/share/man here; man pages not checked"
+elif command -v man >/dev/null; then
+  for section in 1 3; do
+    if MANPAGER=cat MANWIDTH=80 man "$section" hakozuna 2>/dev/null |
+        grep -q "HAKOZUNA($section)"; then
+      pass "man $section hakozuna"
+    else
+      fail "man $section hakozuna: no page"
+    fi
+  done
 fi
 
 # A program built with pkg-config against the installed package.

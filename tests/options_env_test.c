@@ -37,12 +37,12 @@
 
 /* Every option, in the order the library prints them. */
 static const char *const option_names[] = {
-    "SHOW_STATS",      "VERBOSE",      "PURGE_DELAY_MS",
-    "PURGE_MADV_FREE", "PURGE_THREAD", "THP",
-    "LARGE_CACHE_MAX", "STATS_JSON",   "ZERO_ON_FREE",
-    "PROF",            "PROF_SAMPLE",  "PROF_INTERVAL",
-    "PROF_LEAKS",      "PROF_SIGNAL",  "PROF_PREFIX",
-    "CPU_CACHE"};
+    "SHOW_STATS",    "VERBOSE",     "PURGE_DELAY_MS",  "PURGE_MADV_FREE",
+    "PURGE_THREAD",  "THP",         "LARGE_CACHE_MAX", "STATS_JSON",
+    "ZERO_ON_FREE",  "PROF",        "PROF_SAMPLE",     "PROF_INTERVAL",
+    "PROF_LEAKS",    "PROF_SIGNAL", "PROF_PREFIX",     "CPU_CACHE",
+    "GUARD_SAMPLE",  "GUARD_MAX",   "GUARD_SLOTS",     "GUARD_MODE",
+    "GUARD_RECOVER", "GUARD_DWARF"};
 #define OPTION_COUNT (int)(sizeof option_names / sizeof option_names[0])
 
 static void *volatile sink;
@@ -223,14 +223,12 @@ int main(int argc, char **argv) {
   {
     const char *label = "good values";
     child_result_t r =
-        run(label,
-            (const char *const[]){"HZ_VERBOSE=yes", "HZ_PURGE_DELAY_MS=250",
-                                  "HZ_LARGE_CACHE_MAX=128M",
-                                  "HZ_ZERO_ON_FREE=on", "HZ_PURGE_THREAD=off",
-                                  "HZ_THP=FALSE", "HZ_PURGE_MADV_FREE=True",
-                                  "HZ_STATS_JSON=/dev/null",
-                                  "HZ_PROF_SAMPLE=64K", "HZ_PROF_INTERVAL=1G",
-                                  NULL});
+        run(label, (const char *const[]){
+                       "HZ_VERBOSE=yes", "HZ_PURGE_DELAY_MS=250",
+                       "HZ_LARGE_CACHE_MAX=128M", "HZ_ZERO_ON_FREE=on",
+                       "HZ_PURGE_THREAD=off", "HZ_THP=FALSE",
+                       "HZ_PURGE_MADV_FREE=True", "HZ_STATS_JSON=/dev/null",
+                       "HZ_PROF_SAMPLE=64K", "HZ_PROF_INTERVAL=1G", NULL});
     expect_option_lines(label, r.err);
     expect_value(label, r.err, "VERBOSE", "1");
     expect_value(label, r.err, "PURGE_DELAY_MS", "250");

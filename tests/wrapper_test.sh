@@ -42,6 +42,18 @@ for sep in "" "--"; do
   fi
 done
 
+# run --guard: every small allocation guarded; --guard=N one in N.
+for arg in --guard --guard=50; do
+  want=1
+  [ "$arg" = --guard=50 ] && want=50
+  got=$("$WRAPPER" run $arg -- /bin/sh -c 'echo "$HZ_GUARD_SAMPLE"' 2>&1)
+  if [ "$got" = "$want" ]; then
+    pass "run $arg: HZ_GUARD_SAMPLE=$got"
+  else
+    fail "run $arg: HZ_GUARD_SAMPLE='$got', want $want"
+  fi
+done
+
 mkdir -p "$WORK/with space" "$WORK/with:colon"
 cp "$LIB" "$WORK/with space/libhakozuna.so"
 cp "$LIB" "$WORK/with:colon/libhakozuna.so"
@@ -113,5 +125,6 @@ expect_misuse "stats with nothing to run" stats --
 expect_misuse "unknown option of prof" prof --frobnicate true
 expect_misuse "prof with nothing to run" prof --svg --
 expect_misuse "version with an argument" version 2
+expect_misuse "run --guard with no number" run --guard=x true
 
 finish wrapper

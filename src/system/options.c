@@ -83,6 +83,11 @@ static option_entry_t option_table[HZ_OPTION_COUNT] = {
     [HZ_OPTION_GUARD_RECOVER] = {"GUARD_RECOVER", HZ_OPTION_BOOL, 0,
                                  "after a guarded block's report, open its "
                                  "page and go on instead of dying"},
+    [HZ_OPTION_GUARD_DWARF] = {"GUARD_DWARF", HZ_OPTION_BOOL, 0,
+                               "take guarded blocks' stacks with backtrace() "
+                               "(whole stacks without frame pointers; loads "
+                               "libgcc_s, about 0.5 MB) instead of walking "
+                               "frame pointers"},
 };
 
 /* Defaults that depend on the machine. */

@@ -27,6 +27,7 @@ typedef enum {
   HZ_OPTION_GUARD_SLOTS,     /* the pool of guarded slots */
   HZ_OPTION_GUARD_MODE,      /* 0 alternate, 1 upper guard, 2 lower */
   HZ_OPTION_GUARD_RECOVER,   /* go on after a report */
+  HZ_OPTION_GUARD_DWARF,     /* stacks by backtrace(), not frame pointers */
   HZ_OPTION_COUNT
 } hz_option_t;
 
