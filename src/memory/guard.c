@@ -6,7 +6,6 @@
 
 #include <dlfcn.h>
 #include <execinfo.h>
-#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -404,13 +403,22 @@ void hz_guard_start(void) {
   hz_guard_active = true;
 }
 
+/* -log2(r / 2^53) for r in [1, 2^53], to about 1%: the exponent from the
+ * leading zeros, the mantissa's logarithm from a parabola. Not libm's log:
+ * its first call brings 200 KB of libm's pages and tables into memory,
+ * 10% of a small program's peak. */
+static double minus_log2_unit(uint64_t r) {
+  int top = 63 - __builtin_clzll(r);
+  double t = (double)r / (double)((uint64_t)1 << top) - 1.0; /* [0, 1) */
+  return 53.0 - ((double)top + t + 0.346607 * t * (1.0 - t));
+}
+
 /* Each malloc is the guard's with chance 1/N: the gap to the next one is
- * geometric (N = 1: every malloc). */
+ * geometric, -ln(U) * N for uniform U (N = 1: every malloc). */
 uint64_t hz_guard_blocks_to_skip(void) {
   if (mean_gap <= 1.0) return 1;
-  uint64_t bits = hz_check_random() >> 11;
-  double unit = ((double)bits + 1.0) / 9007199254740993.0; /* (0, 1] */
-  double gap = log(unit) / log1p(-1.0 / mean_gap);
+  uint64_t r = (hz_check_random() >> 11) + 1;
+  double gap = minus_log2_unit(r) * 0.6931471805599453 * mean_gap;
   return gap >= 1e18 ? (uint64_t)1e18 : (uint64_t)gap + 1;
 }
 
