@@ -5,8 +5,8 @@
  * dies; with the default rate, a loop of 1M allocations that overflow by one
  * byte is reported; a program's own SIGSEGV handler still gets the faults
  * that are not ours; HZ_GUARD_RECOVER goes on; a freed slot is reused last
- * and stays inaccessible; realloc, malloc_usable_size and calloc know
- * guarded blocks; double frees are reported. Every case runs in a child
+ * and stays inaccessible; realloc, malloc_usable_size, calloc and
+ * posix_memalign know guarded blocks; double frees are reported. Every case runs in a child
  * (this program again) and is judged from its stderr and how it ended. */
 #define _GNU_SOURCE
 #include <malloc.h>
@@ -180,11 +180,27 @@ static int child_calls(void) {
   for (int i = 0; z != NULL && i < 100; i++)
     fails += z[i] != 0;
   free(z);
+  /* An aligned request: aligned, its size exact, its canary moved. */
+  void *a = NULL;
+  if (posix_memalign(&a, 64, 100) != 0 || ((uintptr_t)a & 63) != 0 ||
+      malloc_usable_size(a) != 100)
+    fails++;
+  free(a);
   guard_free_site(q);
   fprintf(stderr, "calls failures %d\n", fails);
   guard_free_site(q); /* a double free */
   fprintf(stderr, "after double free\n");
   return fails;
+}
+
+/* A memalign'd guarded block: one byte past its end is reported at its
+ * free. */
+static int child_aligned(void) {
+  void *a = NULL;
+  if (posix_memalign(&a, 256, 200) != 0) return 3;
+  ((volatile char *)a)[200] = 1;
+  guard_free_site(a);
+  return 0;
 }
 
 static int child_main(const char *arg) {
@@ -195,6 +211,7 @@ static int child_main(const char *arg) {
   if (strcmp(arg, "recover") == 0) return child_recover();
   if (strcmp(arg, "pool") == 0) return child_pool();
   if (strcmp(arg, "calls") == 0) return child_calls();
+  if (strcmp(arg, "aligned") == 0) return child_aligned();
   return 2;
 }
 
@@ -358,6 +375,17 @@ static void test_pool(const char *argv0) {
   free(r.err);
 }
 
+static void test_aligned(const char *argv0) {
+  const char *settings[] = {"HZ_GUARD_SAMPLE=1", "HZ_GUARD_MODE=2", NULL};
+  child_result_t r = child_run(argv0, "aligned", settings);
+  const char *err = r.err != NULL ? r.err : "";
+  EXPECT(strstr(err, "guarded block: heap buffer overflow (write") != NULL &&
+             strstr(err, "offset 200 of a 200-byte block") != NULL &&
+             r.signal == SIGABRT,
+         "an aligned guarded block overrun: signal %d:\n%s", r.signal, err);
+  free(r.err);
+}
+
 static void test_calls(const char *argv0) {
   const char *settings[] = {"HZ_GUARD_SAMPLE=1", "HZ_GUARD_MODE=0", NULL};
   child_result_t r = child_run(argv0, "calls", settings);
@@ -380,6 +408,7 @@ int main(int argc, char **argv) {
   test_recover(argv[0]);
   test_pool(argv[0]);
   test_calls(argv[0]);
+  test_aligned(argv[0]);
   if (failures == 0) printf("guard_test: ok\n");
   return failures != 0;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `cmake --install` produces a usable package: a consumer project finds it
 # with find_package(hakozuna), links it (shared and static), and its
-# malloc is hakozuna's; pkg-config reports the right flags.
+# malloc is hakozuna's; pkg-config reports the right flags; the manual
+# pages are in share/man.
 # Usage: install_test.sh BUILD_DIR
 set -euo pipefail
 BUILD=$(realpath "$1")
@@ -10,7 +11,8 @@ trap 'rm -rf "$WORK"' EXIT
 PREFIX="$WORK/prefix"
 
 cmake --install "$BUILD" --prefix "$PREFIX" >/dev/null
-for f in include/hakozuna.h bin/hakozuna; do
+for f in include/hakozuna.h bin/hakozuna share/man/man1/hakozuna.1.gz \
+         share/man/man3/hakozuna.3.gz; do
   [ -e "$PREFIX/$f" ] || { echo "FAIL: $f not installed"; exit 1; }
 done
 LIBDIR=$(dirname "$(find "$PREFIX" -name libhakozuna.so | head -1)")

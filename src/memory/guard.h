@@ -46,6 +46,10 @@ size_t hz_guard_max_size(void);
  * or this thread is inside the guard). */
 void *hz_guard_malloc(size_t size);
 
+/* The live guarded block `block` is handed out as `start` (inside it, for
+ * an aligned request) for `size` bytes: the canary moves around them. */
+void hz_guard_narrow(void *block, void *start, size_t size);
+
 /* p lies in the pool: a guarded block or a pointer to report. */
 HZ_INLINE bool hz_guard_holds(const void *p) {
   return (uintptr_t)p - hz_guard_base < hz_guard_span;

@@ -291,6 +291,10 @@ static void *api_aligned_small(size_t alignment, size_t size) {
   uint8_t *block = hz_fast_malloc(padded);
   if (block == NULL) return NULL;
   uint8_t *aligned = (uint8_t *)HZ_ALIGN_UP((uintptr_t)block, alignment);
+  if (hz_guard_holds(block)) { /* the guard's: it narrows the block */
+    hz_guard_narrow(block, aligned, size);
+    return aligned;
+  }
   if (aligned != block) *(uintptr_t *)block = hz_check_inner_tag(aligned);
   /* The secure variants flag every page that served an aligned request:
    * a sized free of such a block may name any size up to its room. */

@@ -45,14 +45,14 @@ static bool os_fault(void) {
   errno = ENOMEM;
   return true;
 }
-#define OS_MMAP(...)    (os_fault() ? MAP_FAILED : mmap(__VA_ARGS__))
-#define OS_MREMAP(...)  (os_fault() ? MAP_FAILED : mremap(__VA_ARGS__))
-#define OS_MADVISE(...) (os_fault() ? -1 : madvise(__VA_ARGS__))
+#define OS_MMAP(...)     (os_fault() ? MAP_FAILED : mmap(__VA_ARGS__))
+#define OS_MREMAP(...)   (os_fault() ? MAP_FAILED : mremap(__VA_ARGS__))
+#define OS_MADVISE(...)  (os_fault() ? -1 : madvise(__VA_ARGS__))
 #define OS_MPROTECT(...) (os_fault() ? -1 : mprotect(__VA_ARGS__))
 #else
-#define OS_MMAP    mmap
-#define OS_MREMAP  mremap
-#define OS_MADVISE madvise
+#define OS_MMAP     mmap
+#define OS_MREMAP   mremap
+#define OS_MADVISE  madvise
 #define OS_MPROTECT mprotect
 #endif
 
@@ -258,6 +258,22 @@ void hz_os_protect(void *addr, size_t size, bool accessible) {
   errno = saved;
 }
 
+/* The kernel copies the word for a system call that then refuses its
+ * invalid first argument, or fails to copy it (EFAULT): no side effect. */
+bool hz_os_readable(const void *p) {
+  int saved = errno;
+  long r = syscall(SYS_rt_sigprocmask, ~0, p, NULL, 8);
+  bool ok = !(r == -1 && errno == EFAULT);
+  errno = saved;
+  return ok;
+}
+
+void hz_os_no_dump(void *addr, size_t size) {
+  int saved = errno;
+  madvise(addr, size, MADV_DONTDUMP);
+  errno = saved;
+}
+
 bool hz_os_random(void *buf, size_t size) {
   int saved = errno;
   ssize_t n = getrandom(buf, size, GRND_NONBLOCK);
@@ -326,8 +342,10 @@ size_t hz_os_free_huge_blocks(void) {
     char *counts = strstr(line, "zone");
     if (counts != NULL) {
       counts += 4;
-      while (*counts == ' ') counts++;
-      while (*counts != 0 && *counts != ' ') counts++; /* the zone's name */
+      while (*counts == ' ')
+        counts++;
+      while (*counts != 0 && *counts != ' ')
+        counts++; /* the zone's name */
       for (int order = 0; *counts != 0; order++) {
         char *next;
         unsigned long n = strtoul(counts, &next, 10);
@@ -487,8 +505,7 @@ size_t hz_os_peak_rss(void) {
 void hz_os_faults(uint64_t *minor, uint64_t *major) {
   struct rusage usage;
   int saved = errno;
-  if (getrusage(RUSAGE_SELF, &usage) != 0)
-    memset(&usage, 0, sizeof usage);
+  if (getrusage(RUSAGE_SELF, &usage) != 0) memset(&usage, 0, sizeof usage);
   errno = saved;
   *minor = (uint64_t)usage.ru_minflt;
   *major = (uint64_t)usage.ru_majflt;

@@ -69,6 +69,11 @@ unsigned long hz_os_fault_calls(void);
 #endif
 /* Make a range inaccessible (guard pages) or read-write again. */
 void hz_os_protect(void *addr, size_t size, bool accessible);
+/* Whether the 8 bytes at p can be read, asked of the kernel (no signal). */
+bool hz_os_readable(const void *p);
+/* Leave a range out of core dumps (MADV_DONTDUMP). Its mapping then has
+ * flags of its own: the kernel never merges it with its neighbours. */
+void hz_os_no_dump(void *addr, size_t size);
 /* Fill buf with random bytes from the kernel (getrandom); false if it
  * could not, and then buf holds a weaker mix of clock and addresses. */
 bool hz_os_random(void *buf, size_t size);
