@@ -27,7 +27,8 @@ typedef enum {
   SLOT_LIVE,
   SLOT_FREEING, /* one thread is freeing it */
   SLOT_FREED,
-  SLOT_OPENED /* a fault opened its pages (HZ_GUARD_RECOVER): never reused */
+  SLOT_OPENED /* a fault opened a page beside its live block
+               * (HZ_GUARD_RECOVER): the slot is never reused */
 } slot_state_t;
 
 /* One slot's block and where it was allocated and freed. */
@@ -64,7 +65,7 @@ static HZ_TLS pid_t guard_tid; /* this thread's id, once asked (gettid()
                                 * is a system call each time) */
 
 static pid_t thread_id(void) {
-  if (guard_tid == 0) guard_tid = gettid();
+  if (guard_tid == 0) guard_tid = (pid_t)hz_os_thread_id();
   return guard_tid;
 }
 
@@ -347,7 +348,11 @@ static void on_fault(int sig, siginfo_t *info, void *context) {
   report(fault_kind(s, a), access, a, s, here, depth);
   guard_busy = false;
   if (recover) {
-    s->state = SLOT_OPENED;
+    /* A live block's slot is never reused once its guard page is open; a
+     * freed one's page closes again when the slot is next handed out. */
+    uint32_t live = SLOT_LIVE;
+    __atomic_compare_exchange_n(&s->state, &live, SLOT_OPENED, false,
+                                __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
     uintptr_t at = a & ~(uintptr_t)(page_size - 1);
     hz_os_protect((void *)at, page_size, true);
     return;
