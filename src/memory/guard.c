@@ -361,11 +361,14 @@ static void on_fault(int sig, siginfo_t *info, void *context) {
   chain(sig, info, context);
 }
 
+/* SIGSEGV stays blocked while the handler runs, as the kernel blocks it
+ * for the program's own handler: a fault inside the report kills the
+ * process rather than entering it again. */
 static void install_handler(void) {
   struct sigaction ours;
   memset(&ours, 0, sizeof ours);
   ours.sa_sigaction = on_fault;
-  ours.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+  ours.sa_flags = SA_SIGINFO | SA_ONSTACK;
   sigemptyset(&ours.sa_mask);
   sigaction(SIGSEGV, &ours, &previous);
 }
