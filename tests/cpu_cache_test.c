@@ -13,7 +13,10 @@
  *     writes its mark over the whole block and checks it when it frees
  *     it... and when it takes it), and the report counts restarts;
  *   - drain: after hz_collect(true) no block is left in a CPU cache or
- *     depot. */
+ *     depot;
+ *   - crowded: a round with more than 4 threads a CPU holding a heap
+ *     sends blocks above 256 B home past the caches, smaller ones still
+ *     into them; a round with fewer caches every class again. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -28,7 +31,9 @@
 
 #include "api.h"
 #include "check.h"
+#include "cpu_cache.h"
 #include "hakozuna.h"
+#include "sizeclass.h"
 
 static bool per_cpu;
 
@@ -175,10 +180,25 @@ static void drain(void) {
             (unsigned long long)s.front.cached_blocks);
 }
 
+/* --- crowded ---------------------------------------------------------------
+ */
+static void crowded(void) {
+  if (!per_cpu) return;
+  size_t cpus = (size_t)sysconf(_SC_NPROCESSORS_CONF);
+  hz_cpu_cache_rejudge(4 * cpus + 1);
+  CHECK(!hz_cpu_bypass[hz_sizeclass_of(256)]);
+  CHECK(hz_cpu_bypass[hz_sizeclass_of(257)]);
+  CHECK(hz_cpu_bypass[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)]);
+  hz_cpu_cache_rejudge(4 * cpus);
+  CHECK(!hz_cpu_bypass[hz_sizeclass_of(257)]);
+  CHECK(!hz_cpu_bypass[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)]);
+}
+
 int main(void) {
   choice();
   reuse();
   restarts();
   drain();
+  crowded();
   return check_report("cpu_cache");
 }

@@ -85,12 +85,24 @@ static void note_spill(size_t cls) {
   COUNT(bypassed);
 }
 
-void hz_cpu_cache_rejudge(void) {
+/* Blocks above 256 B (classes from WIDE_CLASS) are cached only while the
+ * program runs at most WIDE_THREADS_PER_CPU threads a CPU: with more, the
+ * blocks circulating through the caches keep pages of every heap from
+ * emptying. mt_remote guard lane, R90 (16 B-2 KiB, 2 CPUs, 5 interleaved
+ * runs): with 16 threads, caching them all held 54.5 MiB, up to 256 B
+ * 43.7 MiB (per-thread heaps 44.1) at 34.3M against 32.0M ops/s; with 4
+ * threads they gave 45.9M against 39.3M ops/s at the same 13 MiB. */
+#define WIDE_CLASS           13
+#define WIDE_THREADS_PER_CPU 4
+
+void hz_cpu_cache_rejudge(size_t threads) {
   if (!hz_cpu_cache_on) return;
+  bool crowded = threads > (size_t)cache_count * WIDE_THREADS_PER_CPU;
   for (int c = 1; c < HZ_CPU_CLASSES; c++) {
     __atomic_store_n(&class_spills[c], 0, __ATOMIC_RELAXED);
     __atomic_store_n(&class_reuses[c], 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&hz_cpu_bypass[c], false, __ATOMIC_RELAXED);
+    __atomic_store_n(&hz_cpu_bypass[c], crowded && c >= WIDE_CLASS,
+                     __ATOMIC_RELAXED);
   }
 }
 

@@ -65,8 +65,9 @@ void *hz_cpu_refill(hz_heap_t *heap, size_t cls);
 /* This CPU's cache of class `cls` was found full when block p was freed:
  * a batch of it to the depot, else back to the heaps, then p in. */
 void hz_cpu_overflow(hz_heap_t *heap, size_t cls, void *p);
-/* Look at every class afresh: the purge thread's rounds. */
-void hz_cpu_cache_rejudge(void);
+/* Look at every class afresh, `threads` threads holding a heap now: the
+ * purge thread's rounds. */
+void hz_cpu_cache_rejudge(size_t threads);
 /* Empty every CPU cache and depot into the calling thread's heap (trim,
  * an idle process). */
 void hz_cpu_cache_drain(hz_heap_t *heap);

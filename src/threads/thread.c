@@ -355,7 +355,7 @@ static void *purge_thread_main(void *arg) {
   uint64_t period = purge_period_ms();
   while (purge_thread_sleep(period)) {
     purge_drain_idle_caches();
-    hz_cpu_cache_rejudge();
+    hz_cpu_cache_rejudge(HZ_SHARED_GET(heaps_live));
     hz_thread_collect(true);
     hz_purge_run(false);
     hz_segment_densify();
