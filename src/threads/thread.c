@@ -76,7 +76,8 @@ static HZ_TLS unsigned exit_rounds; /* times it ran (once per round) */
 static _Atomic int process_state;   /* 0 new, 1 starting, 2 ready */
 static _Atomic int hooks_state;     /* 0 none, 1 installing, 2 installed */
 static size_t heaps_bound;          /* threads that got a heap (pool lock) */
-static size_t heaps_live;           /* threads holding one now (pool lock) */
+static size_t heaps_live; /* threads holding one now (written under the pool
+                           * lock; the purge thread reads it without) */
 /* Wakes the purge thread early (with pool_lock) when heaps_live drops to
  * 0, so it ends at once. */
 static pthread_cond_t purge_wake = PTHREAD_COND_INITIALIZER;
@@ -402,7 +403,8 @@ static void thread_exit(void *value) {
   hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
   hz_lock(&pool_lock);
   heap_pool_locked(heap);
-  if (--heaps_live == 0) pthread_cond_signal(&purge_wake);
+  HZ_SHARED_ADD(heaps_live, -1);
+  if (heaps_live == 0) pthread_cond_signal(&purge_wake);
   hz_unlock(&pool_lock);
 }
 
@@ -462,7 +464,7 @@ hz_heap_t *hz_thread_attach(void) {
   install_hooks();
   pthread_setspecific(thread_key, heap);
   hz_lock(&pool_lock);
-  heaps_live++;
+  HZ_SHARED_ADD(heaps_live, 1);
   bool threaded = ++heaps_bound >= 2;
   hz_unlock(&pool_lock);
   if (threaded &&
@@ -483,7 +485,7 @@ static hz_heap_t *thread_rebind_exiting(void) {
   hz_heap_tls = heap;
   pthread_setspecific(thread_key, heap);
   hz_lock(&pool_lock);
-  heaps_live++;
+  HZ_SHARED_ADD(heaps_live, 1);
   hz_unlock(&pool_lock);
   return heap;
 }
