@@ -166,6 +166,22 @@ static uintptr_t canary_spoilt(uintptr_t from, uintptr_t to) {
   return 0;
 }
 
+/* Fill the canary around slot s's block. */
+static void canary_arm(const guard_slot_t *s) {
+  uintptr_t below, above;
+  canary_range(s, &below, &above);
+  canary_fill(below, s->block);
+  canary_fill(s->block + s->size, above);
+}
+
+/* The first spoilt byte of the canary around slot s's block, or 0. */
+static uintptr_t canary_check(const guard_slot_t *s) {
+  uintptr_t below, above;
+  canary_range(s, &below, &above);
+  uintptr_t spoilt = canary_spoilt(below, s->block);
+  return spoilt != 0 ? spoilt : canary_spoilt(s->block + s->size, above);
+}
+
 /* ---------------------------------------------------------------------------
  * Stacks: by frame pointers (no memory of their own), or from the call
  * frame information with backtrace() (HZ_GUARD_DWARF)
@@ -465,14 +481,12 @@ void *hz_guard_malloc(size_t size) {
   if (guard_busy || size == 0 || size > max_size || !slot_take(&i)) return NULL;
   guard_busy = true; /* backtrace's first call loads libgcc_s: it mallocs */
   guard_slot_t *s = &slots[i];
-  uintptr_t block = place(slot_data(i), size), start, end, below, above;
+  uintptr_t block = place(slot_data(i), size), start, end;
   block_pages(block, size, &start, &end);
   hz_os_protect((void *)start, end - start, true);
   s->size = size;
   s->block = block;
-  canary_range(s, &below, &above);
-  canary_fill(below, block);
-  canary_fill(block + size, above);
+  canary_arm(s);
   s->alloc_depth = capture(s->alloc_frames);
   s->alloc_tid = thread_id();
   s->free_depth = 0;
@@ -484,12 +498,9 @@ void *hz_guard_malloc(size_t size) {
 
 void hz_guard_narrow(void *block, void *start, size_t size) {
   guard_slot_t *s = &slots[slot_at((uintptr_t)block)];
-  uintptr_t below, above;
   s->block = (uintptr_t)start;
   s->size = size;
-  canary_range(s, &below, &above);
-  canary_fill(below, s->block);
-  canary_fill(s->block + size, above);
+  canary_arm(s);
 }
 
 /* A free (or a size asked) of p that is no live guarded block: a double
@@ -516,30 +527,30 @@ static void free_spoilt(guard_slot_t *s, uintptr_t spoilt) {
   if (!recover) abort();
 }
 
+/* Move slot s from `from` to SLOT_FREEING; false if it was not there. */
+static bool slot_moves(guard_slot_t *s, uint32_t from) {
+  return __atomic_compare_exchange_n(&s->state, &from, SLOT_FREEING, false,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+
 void hz_guard_free(void *p) {
   size_t i = slot_at((uintptr_t)p);
   guard_slot_t *s = i != SIZE_MAX ? &slots[i] : NULL;
-  uint32_t live = SLOT_LIVE, opened = SLOT_OPENED;
   bool was_opened = false;
   if (s == NULL || s->block != (uintptr_t)p ||
-      !(__atomic_compare_exchange_n(&s->state, &live, SLOT_FREEING, false,
-                                    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED) ||
-        (was_opened = __atomic_compare_exchange_n(
-             &s->state, &opened, SLOT_FREEING, false, __ATOMIC_ACQ_REL,
-             __ATOMIC_RELAXED)))) {
+      !(slot_moves(s, SLOT_LIVE) ||
+        (was_opened = slot_moves(s, SLOT_OPENED)))) {
     free_invalid(p, s, "invalid free");
     return;
   }
   guard_busy = true;
   s->free_depth = capture(s->free_frames);
   s->free_tid = thread_id();
-  uintptr_t start, end, below, above;
-  block_pages(s->block, s->size, &start, &end);
-  canary_range(s, &below, &above);
-  uintptr_t spoilt = canary_spoilt(below, s->block);
-  if (spoilt == 0) spoilt = canary_spoilt(s->block + s->size, above);
+  uintptr_t spoilt = canary_check(s);
   if (spoilt != 0) free_spoilt(s, spoilt);
   guard_busy = false;
+  uintptr_t start, end;
+  block_pages(s->block, s->size, &start, &end);
   hz_os_protect((void *)start, end - start, false);
   hz_os_discard((void *)start, end - start, false);
   __atomic_store_n(&s->state, was_opened ? SLOT_OPENED : SLOT_FREED,

@@ -27,10 +27,7 @@
 static HZ_NOINLINE void *hz_fast_malloc_miss(size_t size, hz_heap_t *heap) {
   if (hz_cpu_cache_on && size <= HZ_CPU_BLOCK_MAX) {
     size_t cls = hz_sizeclass_of(size);
-    /* The class's next malloc is a sample's (the guard's): the slow path. */
-    if (HZ_UNLIKELY(heap->bins[cls].sample_left == 1))
-      return hz_thread_malloc_slow(size, heap);
-    void *p = hz_cpu_pop(cls);
+    void *p = hz_heap_sample_due(heap, cls) ? NULL : hz_cpu_pop(cls);
     if (HZ_LIKELY(p != NULL)) return p;
   }
   return hz_thread_malloc_slow(size, heap);

@@ -653,7 +653,7 @@ static void heap_age_empty(hz_heap_t *heap, uint8_t cls) {
 void *hz_heap_malloc_small(hz_heap_t *heap, size_t size) {
   uint8_t cls = hz_sizeclass_of(size);
   hz_bin_t *bin = &heap->bins[cls];
-  if (HZ_UNLIKELY(bin->sample_left == 1) && hz_guard_active) {
+  if (HZ_UNLIKELY(hz_heap_sample_due(heap, cls)) && hz_guard_active) {
     void *guarded = heap_guarded(bin, size);
     if (guarded != NULL) return guarded;
   }

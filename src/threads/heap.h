@@ -203,6 +203,12 @@ HZ_INLINE void *hz_bin_take(hz_bin_t *bin, void **top, unsigned cls) {
   return hz_check_handing_out(block, cls);
 }
 
+/* The class's next malloc is a sample's (the guard's, or the profiler's):
+ * the heap must serve it, not the per-CPU front end. */
+HZ_INLINE bool hz_heap_sample_due(const hz_heap_t *heap, size_t cls) {
+  return heap->bins[cls].sample_left == 1;
+}
+
 /* The profiler's turn came in `bin` (which is not empty): hand out a
  * block and record it, `size` bytes asked for. */
 void *hz_heap_malloc_sampled(hz_heap_t *heap, hz_bin_t *bin, size_t size);

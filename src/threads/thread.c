@@ -523,7 +523,8 @@ void *hz_thread_large_alloc(size_t size, size_t align, bool zero) {
 void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap) {
   if (heap->state == HZ_HEAP_EMPTY) return hz_thread_malloc_unattached(size);
   if (hz_cpu_cache_on && size <= HZ_CPU_BLOCK_MAX) {
-    void *p = hz_cpu_refill(heap, hz_sizeclass_of(size));
+    size_t cls = hz_sizeclass_of(size);
+    void *p = hz_heap_sample_due(heap, cls) ? NULL : hz_cpu_refill(heap, cls);
     if (p != NULL) return p;
   }
   hz_purge_tick();
@@ -538,12 +539,11 @@ void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap) {
  * (then the generic path), or a pointer that is not ours. */
 static bool thread_free_far(void *p, hz_segment_t **seg, hz_page_t **page) {
   unsigned page_shift = hz_segment_page_shift_of(p);
-  if (page_shift == 0 && hz_guard_holds(p)) {
-    hz_guard_free(p);
-    return false;
-  }
   if (page_shift == 0) {
-    hz_check_report("invalid free", p, "not allocated by hakozuna");
+    if (hz_guard_holds(p))
+      hz_guard_free(p);
+    else
+      hz_check_report("invalid free", p, "not allocated by hakozuna");
     return false;
   }
   *seg = hz_segment_base(p);
