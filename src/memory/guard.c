@@ -406,6 +406,10 @@ void hz_guard_start(void) {
   mode = hz_option(HZ_OPTION_GUARD_MODE);
   recover = hz_option_enabled(HZ_OPTION_GUARD_RECOVER);
   dwarf = hz_option_enabled(HZ_OPTION_GUARD_DWARF);
+  if (dwarf) {     /* its first call loads libgcc_s, which mallocs: now, not */
+    void *warm[2]; /* in a heap's slow path */
+    backtrace(warm, 2);
+  }
   mean_gap = (double)sample;
   size_t span = page_size + slot_count * stride;
   size_t meta =

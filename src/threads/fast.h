@@ -13,6 +13,7 @@
 #include "arena.h"
 #include "check.h"
 #include "cpu_cache.h"
+#include "guard.h"
 #include "heap.h"
 #include "page.h"
 #include "segment.h"
@@ -33,6 +34,17 @@ static HZ_NOINLINE void *hz_fast_malloc_miss(size_t size, hz_heap_t *heap) {
   return hz_thread_malloc_slow(size, heap);
 }
 
+/* The countdown of `bin` (not empty) ran out: the profiler records the
+ * block the bin hands out; the guard's turn goes to the slow path, where
+ * the heap is busy while the guard works (the countdown goes back to 1:
+ * the slow path counts this malloc, not the fast path's decrement). */
+static HZ_NOINLINE void *hz_fast_malloc_sampled(hz_heap_t *heap, hz_bin_t *bin,
+                                                size_t size) {
+  if (!hz_guard_active) return hz_heap_malloc_sampled(heap, bin, size);
+  bin->sample_left = 1;
+  return hz_thread_malloc_slow(size, heap);
+}
+
 /* Pop a block of the class whose bin is `scaled` bytes into the heap's
  * (the class tables' entry), or take the slow path. Counting the block
  * and the profiler's check are one decrement and one branch. */
@@ -42,7 +54,7 @@ HZ_INLINE void *hz_fast_malloc_class(hz_heap_t *heap, size_t scaled,
   void **top = bin->top;
   if (HZ_UNLIKELY(top <= bin->base)) return hz_fast_malloc_miss(size, heap);
   if (HZ_UNLIKELY(--bin->sample_left == 0))
-    return hz_heap_malloc_sampled(heap, bin, size);
+    return hz_fast_malloc_sampled(heap, bin, size);
   return hz_bin_take(bin, top, (unsigned)(scaled / HZ_CLASS_LUT_SCALE));
 }
 

@@ -629,12 +629,6 @@ static void *heap_guarded(hz_bin_t *bin, size_t size) {
 HZ_NOINLINE void *hz_heap_malloc_sampled(hz_heap_t *heap, hz_bin_t *bin,
                                          size_t size) {
   unsigned cls = (unsigned)(bin - heap->bins);
-  if (hz_guard_active) {
-    bin->sample_left = 1; /* the fast path counted it; the guard's is not */
-    void *guarded = heap_guarded(bin, size);
-    if (guarded != NULL) return guarded;
-    bin->sample_left = 0;
-  }
   return heap_sampled(heap, hz_bin_take(bin, bin->top, cls), size);
 }
 
@@ -651,14 +645,19 @@ static void heap_age_empty(hz_heap_t *heap, uint8_t cls) {
 }
 
 void *hz_heap_malloc_small(hz_heap_t *heap, size_t size) {
-  uint8_t cls = hz_sizeclass_of(size);
-  hz_bin_t *bin = &heap->bins[cls];
-  if (HZ_UNLIKELY(hz_heap_sample_due(heap, cls)) && hz_guard_active) {
-    void *guarded = heap_guarded(bin, size);
-    if (guarded != NULL) return guarded;
-  }
   hz_heap_enter(heap);
   HZ_SHARED_ADD(heap->stats.slow_mallocs, 1);
+  uint8_t cls = hz_sizeclass_of(size);
+  hz_bin_t *bin = &heap->bins[cls];
+  /* The guard's turn, inside the slow path: a collector or a signal
+   * handler's malloc meets the heap busy, as for any slow path. */
+  if (HZ_UNLIKELY(hz_heap_sample_due(heap, cls)) && hz_guard_active) {
+    void *guarded = heap_guarded(bin, size);
+    if (guarded != NULL) {
+      hz_heap_leave(heap);
+      return guarded;
+    }
+  }
   hz_heap_flush_stash(heap);
   if (hz_heap_has_incoming(heap)) hz_heap_drain_inbox(heap);
   void *block = NULL;
