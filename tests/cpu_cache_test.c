@@ -16,7 +16,11 @@
  *     depot;
  *   - crowded: a round with more than 4 threads a CPU holding a heap
  *     sends blocks above 256 B home past the caches, smaller ones still
- *     into them; a round with fewer caches every class again. */
+ *     into them; a round with fewer caches every class again;
+ *   - churn: a round that saw more threads exit than hold a heap turns
+ *     every class off (once: the drain is asked for when it begins); chains
+ *     of threads that each free their predecessor's blocks and exit make
+ *     the purge thread's rounds do so, and the caches come back after. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -185,13 +189,70 @@ static void drain(void) {
 static void crowded(void) {
   if (!per_cpu) return;
   size_t cpus = (size_t)sysconf(_SC_NPROCESSORS_CONF);
-  hz_cpu_cache_rejudge(4 * cpus + 1);
-  CHECK(!hz_cpu_bypass[hz_sizeclass_of(256)]);
-  CHECK(hz_cpu_bypass[hz_sizeclass_of(257)]);
-  CHECK(hz_cpu_bypass[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)]);
-  hz_cpu_cache_rejudge(4 * cpus);
-  CHECK(!hz_cpu_bypass[hz_sizeclass_of(257)]);
-  CHECK(!hz_cpu_bypass[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)]);
+  hz_cpu_cache_rejudge(4 * cpus + 1, 0);
+  CHECK(hz_cpu_mode[hz_sizeclass_of(256)] == HZ_CPU_CLASS_CACHED);
+  CHECK(hz_cpu_mode[hz_sizeclass_of(257)] == HZ_CPU_CLASS_TAKE_ONLY);
+  CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)] ==
+        HZ_CPU_CLASS_TAKE_ONLY);
+  hz_cpu_cache_rejudge(4 * cpus, 0);
+  CHECK(hz_cpu_mode[hz_sizeclass_of(257)] == HZ_CPU_CLASS_CACHED);
+  CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)] == HZ_CPU_CLASS_CACHED);
+  CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX + 1)] == HZ_CPU_CLASS_OFF);
+}
+
+/* --- churn ---------------------------------------------------------------- */
+enum { CHAIN_BLOCKS = 64, CHAIN_SIZE = 100 };
+static void *chain_blocks[CHAIN_BLOCKS];
+static atomic_bool chain_stop;
+
+static pthread_t chain_last;
+static atomic_bool chain_done;
+
+/* One link: join the predecessor, free its blocks, leave new ones, hand
+ * over to a successor and exit (larson's shape). */
+static void *chain_link(void *arg) {
+  if (arg != NULL) pthread_join((pthread_t)(uintptr_t)arg, NULL);
+  for (int i = 0; i < CHAIN_BLOCKS; i++) {
+    hz_free(chain_blocks[i]);
+    chain_blocks[i] = hz_malloc(CHAIN_SIZE);
+  }
+  if (atomic_load(&chain_stop)) {
+    chain_last = pthread_self();
+    atomic_store(&chain_done, true);
+    return NULL;
+  }
+  pthread_t next;
+  CHECK(pthread_create(&next, NULL, chain_link,
+                       (void *)(uintptr_t)pthread_self()) == 0);
+  return NULL;
+}
+
+static void churn(void) {
+  if (!per_cpu) return;
+  CHECK(hz_cpu_cache_rejudge(2, 3)); /* it begins */
+  CHECK(hz_cpu_mode[hz_sizeclass_of(16)] == HZ_CPU_CLASS_OFF);
+  CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)] == HZ_CPU_CLASS_OFF);
+  CHECK(!hz_cpu_cache_rejudge(2, 3)); /* it goes on */
+  CHECK(!hz_cpu_cache_rejudge(2, 2));
+  CHECK(hz_cpu_mode[hz_sizeclass_of(16)] == HZ_CPU_CLASS_CACHED);
+
+  uint64_t before = summary().front.churn_rounds;
+  pthread_t first;
+  CHECK(pthread_create(&first, NULL, chain_link, NULL) == 0);
+  for (int i = 0; i < 300 && summary().front.churn_rounds == before; i++)
+    usleep(10000);
+  CHECK_MSG(summary().front.churn_rounds > before,
+            "no round saw the chain's threads exit");
+  atomic_store(&chain_stop, true);
+  while (!atomic_load(&chain_done))
+    usleep(1000);
+  pthread_join(chain_last, NULL);
+  for (int i = 0; i < CHAIN_BLOCKS; i++)
+    hz_free(chain_blocks[i]);
+  for (int i = 0; i < 300 && hz_cpu_mode[1] != HZ_CPU_CLASS_CACHED; i++)
+    usleep(10000);
+  CHECK_MSG(hz_cpu_mode[1] == HZ_CPU_CLASS_CACHED,
+            "the caches stayed off after the threads stopped exiting");
 }
 
 int main(void) {
@@ -200,5 +261,6 @@ int main(void) {
   restarts();
   drain();
   crowded();
+  churn();
   return check_report("cpu_cache");
 }

@@ -269,12 +269,14 @@ void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
   const hz_front_end_stats_t *f = &h->front;
   hz_os_print("  front end      %s: %llu batches to depots, %llu from them, "
               "%llu back to heaps, %llu drains, %llu blocks cached, %llu "
-              "section restarts, %llu one-way classes bypassed\n",
+              "section restarts, %llu one-way classes bypassed, %llu rounds "
+              "off for threads exiting\n",
               f->name, (unsigned long long)f->depot_puts,
               (unsigned long long)f->depot_takes,
               (unsigned long long)f->overflows, (unsigned long long)f->drains,
               (unsigned long long)f->cached_blocks,
-              (unsigned long long)f->restarts, (unsigned long long)f->bypassed);
+              (unsigned long long)f->restarts, (unsigned long long)f->bypassed,
+              (unsigned long long)f->churn_rounds);
   const hz_guard_stats_t *g = &m->guard;
   hz_os_print(
       "  guarded        1 malloc in %llu sampled (0: off), %llu guarded "
@@ -412,11 +414,12 @@ bool hz_stats_write_json(const char *path, const hz_heap_summary_t *h,
            "  \"front_end\": {\"name\": \"%s\", \"depot_puts\": %llu, "
            "\"depot_takes\": %llu, \"overflows\": %llu, \"drains\": %llu, "
            "\"cached_blocks\": %llu, \"restarts\": %llu, "
-           "\"bypassed\": %llu},\n",
+           "\"bypassed\": %llu, \"churn_rounds\": %llu},\n",
            f->name, (unsigned long long)f->depot_puts,
            (unsigned long long)f->depot_takes, (unsigned long long)f->overflows,
            (unsigned long long)f->drains, (unsigned long long)f->cached_blocks,
-           (unsigned long long)f->restarts, (unsigned long long)f->bypassed);
+           (unsigned long long)f->restarts, (unsigned long long)f->bypassed,
+           (unsigned long long)f->churn_rounds);
   const hz_guard_stats_t *g = &m->guard;
   json_add(&j,
            "  \"guard\": {\"sample\": %llu, \"allocs\": %llu, \"in_use\": "

@@ -46,6 +46,7 @@ typedef struct {
   uint64_t cached_blocks; /* blocks in caches and depots now */
   uint64_t restarts;      /* sections started again, every thread's */
   uint64_t bypassed;      /* times a class was found one-way */
+  uint64_t churn_rounds;  /* rounds off for threads exiting fast */
 } hz_front_end_stats_t;
 
 /* The guarded sample (guard box). */

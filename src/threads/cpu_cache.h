@@ -48,8 +48,18 @@ typedef struct {
 #define HZ_CPU_SLOTS_OFFSET  128
 
 extern bool hz_cpu_cache_on;
-/* Per class: its frees bypass the caches for now (cpu_cache.c). */
-extern bool hz_cpu_bypass[HZ_CPU_CLASSES];
+/* What the caches do with a class now, one load on the fast paths: off
+ * (the per-thread heaps alone: the front end is off, the class is too
+ * large, or threads exit faster than they run), cached (frees of other
+ * heaps' blocks go in, mallocs take them), or take only (frees go home
+ * past the caches, mallocs still take what is there). The purge thread's
+ * rounds set it (cpu_cache.c). */
+typedef enum {
+  HZ_CPU_CLASS_OFF,
+  HZ_CPU_CLASS_CACHED,
+  HZ_CPU_CLASS_TAKE_ONLY
+} hz_cpu_class_mode_t;
+extern uint8_t hz_cpu_mode[HZ_CLASS_COUNT];
 extern hz_cpu_cache_t *hz_cpu_caches;
 extern long hz_cpu_id_offset; /* of mm_cid (or cpu_id) in struct rseq */
 extern HZ_TLS uint64_t hz_cpu_restarts;
@@ -65,9 +75,11 @@ void *hz_cpu_refill(hz_heap_t *heap, size_t cls);
 /* This CPU's cache of class `cls` was found full when block p was freed:
  * a batch of it to the depot, else back to the heaps, then p in. */
 void hz_cpu_overflow(hz_heap_t *heap, size_t cls, void *p);
-/* Look at every class afresh, `threads` threads holding a heap now: the
- * purge thread's rounds. */
-void hz_cpu_cache_rejudge(size_t threads);
+/* Look at every class afresh, `threads` threads holding a heap now and
+ * `exits` threads gone since the last look: the purge thread's rounds.
+ * True when the caches just stood aside for threads exiting (their blocks
+ * are to go home: hz_cpu_cache_drain). */
+bool hz_cpu_cache_rejudge(size_t threads, size_t exits);
 /* Empty every CPU cache and depot into the calling thread's heap (trim,
  * an idle process). */
 void hz_cpu_cache_drain(hz_heap_t *heap);

@@ -25,10 +25,10 @@
  * of line, like hz_fast_free_other: inlined, the sections' registers cost
  * the per-thread fast paths 4 instructions a pair (hot_pair 54.0 against
  * 50.0). */
-static HZ_NOINLINE void *hz_fast_malloc_miss(size_t size, hz_heap_t *heap) {
-  if (hz_cpu_cache_on && size <= HZ_CPU_BLOCK_MAX) {
-    size_t cls = hz_sizeclass_of(size);
-    void *p = hz_heap_sample_due(heap, cls) ? NULL : hz_cpu_pop(cls);
+static HZ_NOINLINE void *hz_fast_malloc_miss(size_t size, hz_heap_t *heap,
+                                             size_t cls) {
+  if (hz_cpu_mode[cls] != HZ_CPU_CLASS_OFF && !hz_heap_sample_due(heap, cls)) {
+    void *p = hz_cpu_pop(cls);
     if (HZ_LIKELY(p != NULL)) return p;
   }
   return hz_thread_malloc_slow(size, heap);
@@ -52,7 +52,8 @@ HZ_INLINE void *hz_fast_malloc_class(hz_heap_t *heap, size_t scaled,
                                      size_t size) {
   hz_bin_t *bin = (hz_bin_t *)((char *)heap->bins + scaled);
   void **top = bin->top;
-  if (HZ_UNLIKELY(top <= bin->base)) return hz_fast_malloc_miss(size, heap);
+  if (HZ_UNLIKELY(top <= bin->base))
+    return hz_fast_malloc_miss(size, heap, scaled / HZ_CLASS_LUT_SCALE);
   if (HZ_UNLIKELY(--bin->sample_left == 0))
     return hz_fast_malloc_sampled(heap, bin, size);
   return hz_bin_take(bin, top, (unsigned)(scaled / HZ_CLASS_LUT_SCALE));
@@ -79,7 +80,7 @@ HZ_INLINE void *hz_fast_malloc(size_t size) {
 static HZ_NOINLINE void hz_fast_free_other(hz_heap_t *heap, hz_page_t *page,
                                            void *p) {
   size_t cls = page->class_id;
-  if (hz_cpu_cache_on && cls < HZ_CPU_CLASSES && !hz_cpu_bypass[cls] &&
+  if (hz_cpu_mode[cls] == HZ_CPU_CLASS_CACHED &&
       hz_page_is_block(page, p, page->reserved)) {
     if (HZ_UNLIKELY(!hz_cpu_push(cls, p))) hz_cpu_overflow(heap, cls, p);
     return;

@@ -76,8 +76,9 @@ static HZ_TLS unsigned exit_rounds; /* times it ran (once per round) */
 static _Atomic int process_state;   /* 0 new, 1 starting, 2 ready */
 static _Atomic int hooks_state;     /* 0 none, 1 installing, 2 installed */
 static size_t heaps_bound;          /* threads that got a heap (pool lock) */
-static size_t heaps_live; /* threads holding one now (written under the pool
-                           * lock; the purge thread reads it without) */
+static size_t heaps_live;     /* threads holding one now (written under the pool
+                               * lock; the purge thread reads it without) */
+static size_t threads_exited; /* with a heap, so far (the same) */
 /* Wakes the purge thread early (with pool_lock) when heaps_live drops to
  * 0, so it ends at once. */
 static pthread_cond_t purge_wake = PTHREAD_COND_INITIALIZER;
@@ -321,6 +322,18 @@ static bool purge_thread_sleep(uint64_t period) {
  * slow path for HZ_IDLE_FULL_MS, the purge thread empties them into a
  * borrowed heap, which sends the blocks home; the owners' collection and
  * the purge then give their pages back, as for any idle memory. */
+/* Every block in the CPU caches and depots goes home, through a heap
+ * taken from the pool for the purpose. */
+static void purge_drain_caches(void) {
+  hz_heap_t *heap = heap_take();
+  if (heap == NULL) return;
+  hz_cpu_cache_drain(heap);
+  hz_heap_flush(heap);
+  hz_lock(&pool_lock);
+  heap_pool_locked(heap);
+  hz_unlock(&pool_lock);
+}
+
 static void purge_drain_idle_caches(void) {
   static uint64_t seen_activity, quiet_since_ms;
   if (!hz_cpu_cache_on) return;
@@ -336,13 +349,17 @@ static void purge_drain_idle_caches(void) {
   }
   if (now_ms - quiet_since_ms < HZ_IDLE_FULL_MS || hz_cpu_cache_blocks() == 0)
     return;
-  hz_heap_t *heap = heap_take();
-  if (heap == NULL) return;
-  hz_cpu_cache_drain(heap);
-  hz_heap_flush(heap);
-  hz_lock(&pool_lock);
-  heap_pool_locked(heap);
-  hz_unlock(&pool_lock);
+  purge_drain_caches();
+}
+
+/* The front end's rules look at the threads holding a heap and the threads
+ * that exited since the last round. */
+static void purge_rejudge_caches(void) {
+  static size_t exits_seen;
+  size_t exits = HZ_SHARED_GET(threads_exited);
+  if (hz_cpu_cache_rejudge(HZ_SHARED_GET(heaps_live), exits - exits_seen))
+    purge_drain_caches();
+  exits_seen = exits;
 }
 
 static void *purge_thread_main(void *arg) {
@@ -356,7 +373,7 @@ static void *purge_thread_main(void *arg) {
   uint64_t period = purge_period_ms();
   while (purge_thread_sleep(period)) {
     purge_drain_idle_caches();
-    hz_cpu_cache_rejudge(HZ_SHARED_GET(heaps_live));
+    purge_rejudge_caches();
     hz_thread_collect(true);
     hz_purge_run(false);
     hz_segment_densify();
@@ -404,6 +421,7 @@ static void thread_exit(void *value) {
   hz_lock(&pool_lock);
   heap_pool_locked(heap);
   HZ_SHARED_ADD(heaps_live, -1);
+  HZ_SHARED_ADD(threads_exited, 1);
   if (heaps_live == 0) pthread_cond_signal(&purge_wake);
   hz_unlock(&pool_lock);
 }
@@ -522,9 +540,12 @@ void *hz_thread_large_alloc(size_t size, size_t align, bool zero) {
  * segment. */
 void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap) {
   if (heap->state == HZ_HEAP_EMPTY) return hz_thread_malloc_unattached(size);
-  if (hz_cpu_cache_on && size <= HZ_CPU_BLOCK_MAX) {
+  if (size <= HZ_CPU_BLOCK_MAX) {
     size_t cls = hz_sizeclass_of(size);
-    void *p = hz_heap_sample_due(heap, cls) ? NULL : hz_cpu_refill(heap, cls);
+    void *p =
+        hz_cpu_mode[cls] == HZ_CPU_CLASS_OFF || hz_heap_sample_due(heap, cls)
+            ? NULL
+            : hz_cpu_refill(heap, cls);
     if (p != NULL) return p;
   }
   hz_purge_tick();
