@@ -16,6 +16,7 @@
 #include "options.h"
 #include "os.h"
 #include "segment.h"
+#include "sizeclass.h"
 
 #if defined(__x86_64__)
 #include <sys/rseq.h>
@@ -27,6 +28,8 @@
 
 _Static_assert(offsetof(hz_cpu_cache_t, closed) == HZ_CPU_CLOSED_OFFSET,
                "the sections read `closed` here");
+_Static_assert(offsetof(hz_cpu_cache_t, cap) == HZ_CPU_CAP_OFFSET,
+               "the push section reads `cap` here");
 _Static_assert(offsetof(hz_cpu_cache_t, slots) == HZ_CPU_SLOTS_OFFSET,
                "the sections read the slots here");
 
@@ -36,6 +39,8 @@ long hz_cpu_id_offset;
 HZ_TLS uint64_t hz_cpu_restarts;
 static uint64_t exited_restarts; /* of threads that exited */
 static long cache_count;
+/* Per class: the blocks a batch moves (half its stack). */
+static uint32_t class_batch[HZ_CPU_CLASSES];
 
 /* ---------------------------------------------------------------------------
  * Depots: per class, up to DEPOT_BATCHES batches that one CPU's cache gave
@@ -134,7 +139,7 @@ static bool depot_take(size_t cls, void **out) {
   bool any = d->batches != 0;
   if (any) {
     HZ_SHARED_SET(d->batches, d->batches - 1);
-    memcpy(out, d->slots[d->batches], sizeof d->slots[0]);
+    memcpy(out, d->slots[d->batches], class_batch[cls] * sizeof(void *));
   }
   hz_unlock(&d->lock);
   return any;
@@ -146,7 +151,7 @@ static bool depot_put(size_t cls, void *const *batch) {
   hz_lock(&d->lock);
   bool room = d->batches < DEPOT_BATCHES;
   if (room) {
-    memcpy(d->slots[d->batches], batch, sizeof d->slots[0]);
+    memcpy(d->slots[d->batches], batch, class_batch[cls] * sizeof(void *));
     HZ_SHARED_SET(d->batches, d->batches + 1);
   }
   hz_unlock(&d->lock);
@@ -173,6 +178,13 @@ static bool rseq_usable(void) {
 #endif
 }
 
+/* A class's stack: HZ_CPU_SLOTS blocks, or as many as HZ_CPU_CLASS_BYTES
+ * holds (16 KiB blocks: 16). */
+static uint32_t class_stack(uint8_t cls) {
+  size_t fit = HZ_CPU_CLASS_BYTES / hz_sizeclass_block_size(cls);
+  return fit < HZ_CPU_SLOTS ? (uint32_t)fit : HZ_CPU_SLOTS;
+}
+
 void hz_cpu_cache_init(void) {
 #if defined(__SANITIZE_THREAD__)
   return; /* ThreadSanitizer cannot see what a section reads and writes */
@@ -188,9 +200,14 @@ void hz_cpu_cache_init(void) {
   hz_cpu_caches = hz_os_map(HZ_ALIGN_UP(bytes, 4096));
   if (hz_cpu_caches == NULL) return;
   cache_count = cpus;
-  hz_cpu_cache_on = true;
-  for (int c = 1; c < HZ_CPU_CLASSES; c++)
+  for (int c = 1; c < HZ_CPU_CLASSES; c++) {
+    uint32_t cap = class_stack((uint8_t)c);
+    for (long i = 0; i < cpus; i++)
+      hz_cpu_caches[i].cap[c] = cap;
+    class_batch[c] = cap / 2;
     hz_cpu_mode[c] = HZ_CPU_CLASS_CACHED;
+  }
+  hz_cpu_cache_on = true;
 }
 
 /* ---------------------------------------------------------------------------
@@ -217,16 +234,16 @@ void *hz_cpu_refill(hz_heap_t *heap, size_t cls) {
   if (!depot_take(cls, batch)) return NULL;
   COUNT(depot_takes);
   note_reuse(cls);
-  push_rest(heap, cls, batch, HZ_CPU_BATCH);
+  push_rest(heap, cls, batch, class_batch[cls]);
   return batch[0];
 }
 
 void hz_cpu_overflow(hz_heap_t *heap, size_t cls, void *p) {
   void *batch[HZ_CPU_BATCH];
   unsigned n = 0;
-  while (n < HZ_CPU_BATCH && (batch[n] = hz_cpu_pop(cls)) != NULL)
+  while (n < class_batch[cls] && (batch[n] = hz_cpu_pop(cls)) != NULL)
     n++;
-  if (n == HZ_CPU_BATCH && depot_put(cls, batch)) {
+  if (n == class_batch[cls] && depot_put(cls, batch)) {
     COUNT(depot_puts);
   } else {
     give_back(heap, batch, n);
@@ -268,7 +285,7 @@ void hz_cpu_cache_drain(hz_heap_t *heap) {
   void *batch[HZ_CPU_BATCH];
   for (int c = 1; c < HZ_CPU_CLASSES; c++)
     while (depot_take((size_t)c, batch))
-      give_back(heap, batch, HZ_CPU_BATCH);
+      give_back(heap, batch, class_batch[c]);
   hz_unlock(&drain_lock);
 }
 
@@ -305,7 +322,7 @@ uint64_t hz_cpu_cache_blocks(void) {
     for (int c = 1; c < HZ_CPU_CLASSES; c++)
       blocks += HZ_SHARED_GET(hz_cpu_caches[cpu].top[c]);
   for (int c = 1; c < HZ_CPU_CLASSES; c++)
-    blocks += (uint64_t)HZ_SHARED_GET(depots[c].batches) * HZ_CPU_BATCH;
+    blocks += (uint64_t)HZ_SHARED_GET(depots[c].batches) * class_batch[c];
   return blocks;
 }
 

@@ -1,4 +1,4 @@
-/* cpu_cache: the per-CPU front end for small blocks (up to 2 KiB), on
+/* cpu_cache: the per-CPU front end for small blocks (up to 16 KiB), on
  * glibc's own rseq registration (x86-64). A free pushes the block onto the
  * cache of the CPU it runs on, whichever heap owns it; a malloc pops from
  * that cache. Each push and pop is a restartable sequence whose only store
@@ -26,26 +26,32 @@
 #include "stats.h"
 
 /* Classes 1..HZ_CPU_CLASSES-1 (blocks up to HZ_CPU_BLOCK_MAX) have a
- * stack of HZ_CPU_SLOTS blocks in every CPU's cache. */
-#define HZ_CPU_CLASSES    25
-#define HZ_CPU_BLOCK_MAX  2048
-#define HZ_CPU_SLOTS_LOG2 6
-#define HZ_CPU_SLOTS      (1 << HZ_CPU_SLOTS_LOG2)
-/* Blocks move between a cache and a depot or heap a batch at a time. */
+ * stack in every CPU's cache of HZ_CPU_SLOTS blocks, or fewer for larger
+ * blocks, so a class holds at most about HZ_CPU_CLASS_BYTES a CPU. */
+#define HZ_CPU_CLASSES     41
+#define HZ_CPU_BLOCK_MAX   16384
+#define HZ_CPU_SLOTS_LOG2  6
+#define HZ_CPU_SLOTS       (1 << HZ_CPU_SLOTS_LOG2)
+#define HZ_CPU_CLASS_BYTES ((size_t)256 << 10)
+/* Blocks move between a cache and a depot or heap a batch at a time: half
+ * the class's stack, at most HZ_CPU_BATCH blocks. */
 #define HZ_CPU_BATCH (HZ_CPU_SLOTS / 2)
 
 /* One CPU's cache. `closed` is set while another thread drains it: every
- * section finds it empty (pop) or full (push). The offsets are the
- * sections' (asserted in cpu_cache.c). */
+ * section finds it empty (pop) or full (push). `cap` is each class's stack
+ * size, the same on every CPU. The offsets are the sections' (asserted in
+ * cpu_cache.c). */
 typedef struct {
   uint32_t top[HZ_CPU_CLASSES];
   uint32_t closed;
-  uint32_t pad[32 - HZ_CPU_CLASSES - 1];
+  uint32_t cap[HZ_CPU_CLASSES];
+  uint32_t pad[96 - 2 * HZ_CPU_CLASSES - 1];
   void *slots[HZ_CPU_CLASSES][HZ_CPU_SLOTS];
 } hz_cpu_cache_t;
 
 #define HZ_CPU_CLOSED_OFFSET (4 * HZ_CPU_CLASSES)
-#define HZ_CPU_SLOTS_OFFSET  128
+#define HZ_CPU_CAP_OFFSET    (4 * HZ_CPU_CLASSES + 4)
+#define HZ_CPU_SLOTS_OFFSET  384
 
 extern bool hz_cpu_cache_on;
 /* What the caches do with a class now, one load on the fast paths: off
@@ -179,18 +185,19 @@ HZ_INLINE bool hz_cpu_push(size_t cls, void *p) {
 aborted:
   hz_cpu_restarts++;
 start:
-  __asm__ goto(HZ_RSEQ_ARM(1, 2, 4) "1:\n\t" HZ_RSEQ_CACHE "jne %l[full]\n\t"
-                                    "movl (%%rax,%[cls],4), %%ecx\n\t"
-                                    "cmpl %[cap], %%ecx\n\t"
-                                    "jae %l[full]\n\t" HZ_RSEQ_SLOT
-                                    "movq %[p], %c[slots](%%rax,%%rdx,8)\n\t"
-                                    "addl $1, %%ecx\n\t"
-                                    "movl %%ecx, (%%rax,%[cls],4)\n\t"
-                                    "2:\n\t" HZ_RSEQ_ABORT(4, aborted)
-               :
-               : HZ_RSEQ_INPUTS(rs, cls), [p] "r"(p), [cap] "i"(HZ_CPU_SLOTS)
-               : HZ_RSEQ_CLOBBERS
-               : aborted, full);
+  __asm__ goto(
+      HZ_RSEQ_ARM(1, 2, 4) "1:\n\t" HZ_RSEQ_CACHE "jne %l[full]\n\t"
+                           "movl (%%rax,%[cls],4), %%ecx\n\t"
+                           "cmpl %c[cap](%%rax,%[cls],4), %%ecx\n\t"
+                           "jae %l[full]\n\t" HZ_RSEQ_SLOT
+                           "movq %[p], %c[slots](%%rax,%%rdx,8)\n\t"
+                           "addl $1, %%ecx\n\t"
+                           "movl %%ecx, (%%rax,%[cls],4)\n\t"
+                           "2:\n\t" HZ_RSEQ_ABORT(4, aborted)
+      :
+      : HZ_RSEQ_INPUTS(rs, cls), [p] "r"(p), [cap] "i"(HZ_CPU_CAP_OFFSET)
+      : HZ_RSEQ_CLOBBERS
+      : aborted, full);
   return true;
 full:
   return false;
