@@ -3,7 +3,7 @@
  *
  * Run without arguments, the test re-executes itself (/proc/self/exe
  * child) with HZ_STATS_JSON naming a fresh file in /tmp. The child
- *   - allocates BLOCKS blocks of 24000 bytes (class 42, 24576-byte blocks,
+ *   - allocates BLOCKS blocks of 48000 bytes (class 46, 49152-byte blocks,
  *     above the per-CPU caches, whose pops and pushes are not counted),
  *     frees LOCAL_FREES of them itself and REMOTE_FREES from a second
  *     thread (which allocated first, so it has a heap and its frees are
@@ -20,7 +20,7 @@
  * made for this format: numbers looked up by key inside a given object)
  * and checks:
  *   - the JSON is balanced and has the expected keys;
- *   - class 42: block_size 24576, allocs >= BLOCKS, frees >= LOCAL_FREES +
+ *   - class 46: block_size 49152, allocs >= BLOCKS, frees >= LOCAL_FREES +
  *     REMOTE_FREES, remote_frees >= REMOTE_FREES, live == allocs - frees,
  *     KEPT <= live <= KEPT + 10 (libc may hold a few blocks of that size),
  *     peak_live >= 900 (published every 64 blocks of change per thread, so
@@ -47,7 +47,7 @@
  *     0 <= huge_bytes <= rss_bytes, minor_faults > 0, major_faults >= 0,
  *     heaps >= 2, pages_acquired > 0;
  *   - hz_stats_print printed the per-class table header and a row for
- *     class 42 with the same story (allocs >= BLOCKS, ...), and the exit
+ *     class 46 with the same story (allocs >= BLOCKS, ...), and the exit
  *     JSON counts at least what that report did.
  *
  * usage: stats_test [rss|exact]
@@ -92,9 +92,9 @@
 #include "check.h"
 #include "child_run.h"
 
-#define BLOCK_SIZE      24000
-#define BLOCK_CLASS     42
-#define CLASS_BYTES     24576
+#define BLOCK_SIZE      48000
+#define BLOCK_CLASS     46
+#define CLASS_BYTES     49152
 #define BLOCKS          1000
 #define LOCAL_FREES     600
 #define REMOTE_FREES    150
@@ -110,18 +110,18 @@ static const size_t drain_triggers[] = {11000, 20000,  40000,
 #define DRAIN_TRIGGERS (sizeof drain_triggers / sizeof drain_triggers[0])
 #define MIB            ((size_t)1 << 20)
 
-/* exact mode (see the top): 20480-byte blocks, above the per-CPU caches'
+/* exact mode (see the top): 57344-byte blocks, above the per-CPU caches'
  * sizes (their pops and pushes are not counted: a count in a section is
  * one more store on every call); fewer than 256 KiB of them stay in a
  * stash */
-#define EXACT_SIZE          20000
+#define EXACT_SIZE          57000
 #define EXACT_MAIN          1000
 #define EXACT_MAIN_AGAIN    40
 #define EXACT_OTHER         500
 #define EXACT_OTHER_LOCAL   100
 #define EXACT_SENT          300
 #define EXACT_MAIN_LOCAL    200
-#define EXACT_KEPT_IN_STASH 10
+#define EXACT_KEPT_IN_STASH 4
 
 #define MARK_BEGIN "child: hz_stats_print begin\n"
 #define MARK_END   "child: hz_stats_print end\n"
@@ -386,26 +386,26 @@ static char *read_file(const char *path) {
 /* ---------------------------------------------------------------------------
  * Checks
  * ------------------------------------------------------------------------- */
-/* Class 42 as either report shows it. */
+/* Class 46 as either report shows it. */
 static void check_block_class(const char *where, const class_t *c) {
-  CHECK_MSG(c->block_size == CLASS_BYTES, "%s: class 42 block size %lld", where,
+  CHECK_MSG(c->block_size == CLASS_BYTES, "%s: class 46 block size %lld", where,
             c->block_size);
-  CHECK_MSG(c->allocs >= BLOCKS, "%s: class 42 allocs %lld < %d", where,
+  CHECK_MSG(c->allocs >= BLOCKS, "%s: class 46 allocs %lld < %d", where,
             c->allocs, BLOCKS);
   CHECK_MSG(c->frees >= LOCAL_FREES + REMOTE_FREES + FREE_ONLY_FREES,
-            "%s: class 42 frees %lld < %d", where, c->frees,
+            "%s: class 46 frees %lld < %d", where, c->frees,
             LOCAL_FREES + REMOTE_FREES + FREE_ONLY_FREES);
   CHECK_MSG(c->remote_frees >= REMOTE_FREES + FREE_ONLY_FREES,
-            "%s: class 42 remote frees %lld < %d", where, c->remote_frees,
+            "%s: class 46 remote frees %lld < %d", where, c->remote_frees,
             REMOTE_FREES + FREE_ONLY_FREES);
   CHECK_MSG(c->live == c->allocs - c->frees,
-            "%s: class 42 live %lld != %lld - %lld", where, c->live, c->allocs,
+            "%s: class 46 live %lld != %lld - %lld", where, c->live, c->allocs,
             c->frees);
   CHECK_MSG(c->live >= KEPT && c->live <= KEPT + LIBC_SLACK,
-            "%s: class 42 live %lld, want %d..%d", where, c->live, KEPT,
+            "%s: class 46 live %lld, want %d..%d", where, c->live, KEPT,
             KEPT + LIBC_SLACK);
   CHECK_MSG(c->peak_live >= PEAK_MIN && c->peak_live >= c->live,
-            "%s: class 42 peak live %lld (live %lld, want >= %d)", where,
+            "%s: class 46 peak live %lld (live %lld, want >= %d)", where,
             c->peak_live, c->live, PEAK_MIN);
 }
 
@@ -468,7 +468,7 @@ static bool check_printed(const char *err, class_t *row) {
             "no class table header (class block allocs frees remote "
             "live peak live) in:\n%.*s",
             (int)(end - report), report);
-  CHECK_MSG(found, "no row for class 42 after the header in:\n%.*s",
+  CHECK_MSG(found, "no row for class 46 after the header in:\n%.*s",
             (int)(end - report), report);
   CHECK_MSG(stash_line, "no \"stash\" line in:\n%.*s", (int)(end - report),
             report);
@@ -526,7 +526,7 @@ static void check_json(const char *text, const class_t *printed) {
                 printed->frees, printed->remote_frees, printed->peak_live);
     }
   }
-  CHECK_MSG(found, "no class 42 in the JSON (%d classes):\n%s", count, text);
+  CHECK_MSG(found, "no class 46 in the JSON (%d classes):\n%s", count, text);
 
   span_t remote = {text, text};
   CHECK_MSG(json_nested(all, "remote", '{', '}', &remote), "no \"remote\"");

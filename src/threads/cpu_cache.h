@@ -1,4 +1,4 @@
-/* cpu_cache: the per-CPU front end for small blocks (up to 16 KiB), on
+/* cpu_cache: the per-CPU front end for small blocks (up to 32 KiB), on
  * glibc's own rseq registration (x86-64). A free pushes the block onto the
  * cache of the CPU it runs on, whichever heap owns it; a malloc pops from
  * that cache. Each push and pop is a restartable sequence whose only store
@@ -28,8 +28,8 @@
 /* Classes 1..HZ_CPU_CLASSES-1 (blocks up to HZ_CPU_BLOCK_MAX) have a
  * stack in every CPU's cache of HZ_CPU_SLOTS blocks, or fewer for larger
  * blocks, so a class holds at most about HZ_CPU_CLASS_BYTES a CPU. */
-#define HZ_CPU_CLASSES     41
-#define HZ_CPU_BLOCK_MAX   16384
+#define HZ_CPU_CLASSES     45
+#define HZ_CPU_BLOCK_MAX   32768
 #define HZ_CPU_SLOTS_LOG2  6
 #define HZ_CPU_SLOTS       (1 << HZ_CPU_SLOTS_LOG2)
 #define HZ_CPU_CLASS_BYTES ((size_t)256 << 10)
