@@ -15,8 +15,8 @@
  *   - drain: after hz_collect(true) no block is left in a CPU cache or
  *     depot;
  *   - crowded: a round with more than 4 threads a CPU holding a heap
- *     sends blocks above 256 B home past the caches, smaller ones still
- *     into them; a round with fewer caches every class again;
+ *     turns classes above 256 B off (once asking for a drain), smaller
+ *     ones stay cached; a round with fewer caches every class again;
  *   - churn: a round that saw more threads exit than hold a heap turns
  *     every class off (once: the drain is asked for when it begins); chains
  *     of threads that each free their predecessor's blocks and exit make
@@ -189,12 +189,12 @@ static void drain(void) {
 static void crowded(void) {
   if (!per_cpu) return;
   size_t cpus = (size_t)sysconf(_SC_NPROCESSORS_CONF);
-  hz_cpu_cache_rejudge(4 * cpus + 1, 0);
+  CHECK(hz_cpu_cache_rejudge(4 * cpus + 1, 0)); /* drain what they hold */
   CHECK(hz_cpu_mode[hz_sizeclass_of(256)] == HZ_CPU_CLASS_CACHED);
-  CHECK(hz_cpu_mode[hz_sizeclass_of(257)] == HZ_CPU_CLASS_TAKE_ONLY);
-  CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)] ==
-        HZ_CPU_CLASS_TAKE_ONLY);
-  hz_cpu_cache_rejudge(4 * cpus, 0);
+  CHECK(hz_cpu_mode[hz_sizeclass_of(257)] == HZ_CPU_CLASS_OFF);
+  CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)] == HZ_CPU_CLASS_OFF);
+  CHECK(!hz_cpu_cache_rejudge(4 * cpus + 1, 0));
+  CHECK(!hz_cpu_cache_rejudge(4 * cpus, 0));
   CHECK(hz_cpu_mode[hz_sizeclass_of(257)] == HZ_CPU_CLASS_CACHED);
   CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)] == HZ_CPU_CLASS_CACHED);
   CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX + 1)] == HZ_CPU_CLASS_OFF);

@@ -111,9 +111,12 @@ static void note_spill(size_t cls) {
  * home, 75.9M per-thread heaps. */
 static bool churning(size_t threads, size_t exits) { return exits > threads; }
 
+/* A class the rules take off the caches is off for mallocs too (not take
+ * only: a malloc of it would try an empty cache and the depot before every
+ * refill, mt_remote main R50/T16 0.93 of per-thread), and the caches are
+ * drained once as it goes off. */
 static uint8_t class_mode(int cls, bool crowded, bool churn) {
-  if (churn) return HZ_CPU_CLASS_OFF;
-  if (crowded && cls >= WIDE_CLASS) return HZ_CPU_CLASS_TAKE_ONLY;
+  if (churn || (crowded && cls >= WIDE_CLASS)) return HZ_CPU_CLASS_OFF;
   return HZ_CPU_CLASS_CACHED;
 }
 
@@ -121,15 +124,16 @@ bool hz_cpu_cache_rejudge(size_t threads, size_t exits) {
   if (!hz_cpu_cache_on) return false;
   bool crowded = threads > (size_t)cache_count * WIDE_THREADS_PER_CPU;
   bool churn = churning(threads, exits);
-  bool began = churn && hz_cpu_mode[1] != HZ_CPU_CLASS_OFF;
+  bool went_off = false;
   if (churn) COUNT(churn_rounds);
   for (int c = 1; c < HZ_CPU_CLASSES; c++) {
+    uint8_t mode = class_mode(c, crowded, churn);
+    went_off |= mode == HZ_CPU_CLASS_OFF && hz_cpu_mode[c] != mode;
     __atomic_store_n(&class_spills[c], 0, __ATOMIC_RELAXED);
     __atomic_store_n(&class_reuses[c], 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&hz_cpu_mode[c], class_mode(c, crowded, churn),
-                     __ATOMIC_RELAXED);
+    __atomic_store_n(&hz_cpu_mode[c], mode, __ATOMIC_RELAXED);
   }
-  return began;
+  return went_off;
 }
 
 static bool depot_take(size_t cls, void **out) {

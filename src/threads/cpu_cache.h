@@ -83,8 +83,8 @@ void *hz_cpu_refill(hz_heap_t *heap, size_t cls);
 void hz_cpu_overflow(hz_heap_t *heap, size_t cls, void *p);
 /* Look at every class afresh, `threads` threads holding a heap now and
  * `exits` threads gone since the last look: the purge thread's rounds.
- * True when the caches just stood aside for threads exiting (their blocks
- * are to go home: hz_cpu_cache_drain). */
+ * True when a class just went off (crowded, threads exiting): what the
+ * caches hold is to go home (hz_cpu_cache_drain). */
 bool hz_cpu_cache_rejudge(size_t threads, size_t exits);
 /* Empty every CPU cache and depot into the calling thread's heap (trim,
  * an idle process). */
