@@ -39,8 +39,6 @@ long hz_cpu_id_offset;
 HZ_TLS uint64_t hz_cpu_restarts;
 static uint64_t exited_restarts; /* of threads that exited */
 static long cache_count;
-/* Per class: the blocks a batch moves (half its stack). */
-static uint32_t class_batch[HZ_CPU_CLASSES];
 
 /* ---------------------------------------------------------------------------
  * Depots: per class, up to DEPOT_BATCHES batches that one CPU's cache gave
@@ -63,6 +61,16 @@ static struct {
 } counts;
 
 #define COUNT(field) __atomic_add_fetch(&counts.field, 1, __ATOMIC_RELAXED)
+
+/* A class's stack: HZ_CPU_SLOTS blocks, or as many as HZ_CPU_CLASS_BYTES
+ * holds (16 KiB blocks: 16, 32 KiB: 8). */
+static uint32_t class_stack(size_t cls) {
+  size_t fit = HZ_CPU_CLASS_BYTES / hz_sizeclass_block_size((uint8_t)cls);
+  return fit < HZ_CPU_SLOTS ? (uint32_t)fit : HZ_CPU_SLOTS;
+}
+
+/* The blocks a batch of the class moves: half its stack. */
+static uint32_t class_batch(size_t cls) { return class_stack(cls) / 2; }
 
 /* ---------------------------------------------------------------------------
  * One-way classes: when a class's full caches send twice as many batches
@@ -143,7 +151,7 @@ static bool depot_take(size_t cls, void **out) {
   bool any = d->batches != 0;
   if (any) {
     HZ_SHARED_SET(d->batches, d->batches - 1);
-    memcpy(out, d->slots[d->batches], class_batch[cls] * sizeof(void *));
+    memcpy(out, d->slots[d->batches], class_batch(cls) * sizeof(void *));
   }
   hz_unlock(&d->lock);
   return any;
@@ -155,7 +163,7 @@ static bool depot_put(size_t cls, void *const *batch) {
   hz_lock(&d->lock);
   bool room = d->batches < DEPOT_BATCHES;
   if (room) {
-    memcpy(d->slots[d->batches], batch, class_batch[cls] * sizeof(void *));
+    memcpy(d->slots[d->batches], batch, class_batch(cls) * sizeof(void *));
     HZ_SHARED_SET(d->batches, d->batches + 1);
   }
   hz_unlock(&d->lock);
@@ -182,13 +190,6 @@ static bool rseq_usable(void) {
 #endif
 }
 
-/* A class's stack: HZ_CPU_SLOTS blocks, or as many as HZ_CPU_CLASS_BYTES
- * holds (16 KiB blocks: 16). */
-static uint32_t class_stack(uint8_t cls) {
-  size_t fit = HZ_CPU_CLASS_BYTES / hz_sizeclass_block_size(cls);
-  return fit < HZ_CPU_SLOTS ? (uint32_t)fit : HZ_CPU_SLOTS;
-}
-
 void hz_cpu_cache_init(void) {
 #if defined(__SANITIZE_THREAD__)
   return; /* ThreadSanitizer cannot see what a section reads and writes */
@@ -205,10 +206,8 @@ void hz_cpu_cache_init(void) {
   if (hz_cpu_caches == NULL) return;
   cache_count = cpus;
   for (int c = 1; c < HZ_CPU_CLASSES; c++) {
-    uint32_t cap = class_stack((uint8_t)c);
     for (long i = 0; i < cpus; i++)
-      hz_cpu_caches[i].cap[c] = cap;
-    class_batch[c] = cap / 2;
+      hz_cpu_caches[i].cap[c] = class_stack((size_t)c);
     hz_cpu_mode[c] = HZ_CPU_CLASS_CACHED;
   }
   hz_cpu_cache_on = true;
@@ -238,16 +237,16 @@ void *hz_cpu_refill(hz_heap_t *heap, size_t cls) {
   if (!depot_take(cls, batch)) return NULL;
   COUNT(depot_takes);
   note_reuse(cls);
-  push_rest(heap, cls, batch, class_batch[cls]);
+  push_rest(heap, cls, batch, class_batch(cls));
   return batch[0];
 }
 
 void hz_cpu_overflow(hz_heap_t *heap, size_t cls, void *p) {
   void *batch[HZ_CPU_BATCH];
-  unsigned n = 0;
-  while (n < class_batch[cls] && (batch[n] = hz_cpu_pop(cls)) != NULL)
+  unsigned n = 0, want = class_batch(cls);
+  while (n < want && (batch[n] = hz_cpu_pop(cls)) != NULL)
     n++;
-  if (n == class_batch[cls] && depot_put(cls, batch)) {
+  if (n == want && depot_put(cls, batch)) {
     COUNT(depot_puts);
   } else {
     give_back(heap, batch, n);
@@ -289,7 +288,7 @@ void hz_cpu_cache_drain(hz_heap_t *heap) {
   void *batch[HZ_CPU_BATCH];
   for (int c = 1; c < HZ_CPU_CLASSES; c++)
     while (depot_take((size_t)c, batch))
-      give_back(heap, batch, class_batch[c]);
+      give_back(heap, batch, class_batch((size_t)c));
   hz_unlock(&drain_lock);
 }
 
@@ -326,7 +325,8 @@ uint64_t hz_cpu_cache_blocks(void) {
     for (int c = 1; c < HZ_CPU_CLASSES; c++)
       blocks += HZ_SHARED_GET(hz_cpu_caches[cpu].top[c]);
   for (int c = 1; c < HZ_CPU_CLASSES; c++)
-    blocks += (uint64_t)HZ_SHARED_GET(depots[c].batches) * class_batch[c];
+    blocks +=
+        (uint64_t)HZ_SHARED_GET(depots[c].batches) * class_batch((size_t)c);
   return blocks;
 }
 

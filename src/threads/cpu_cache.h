@@ -56,16 +56,24 @@ typedef struct {
 extern bool hz_cpu_cache_on;
 /* What the caches do with a class now, one load on the fast paths: off
  * (the per-thread heaps alone: the front end is off, the class is too
- * large, or threads exit faster than they run), cached (frees of other
- * heaps' blocks go in, mallocs take them), or take only (frees go home
- * past the caches, mallocs still take what is there). The purge thread's
- * rounds set it (cpu_cache.c). */
+ * large, threads exit faster than they run, or a class above 256 B in a
+ * crowded program), cached (frees of other heaps' blocks go in, mallocs
+ * take them), or take only (a one-way class: frees go home past the
+ * caches, mallocs still take what is there). Start-up and the purge
+ * thread's rounds set it (cpu_cache.c). */
 typedef enum {
   HZ_CPU_CLASS_OFF,
   HZ_CPU_CLASS_CACHED,
   HZ_CPU_CLASS_TAKE_ONLY
 } hz_cpu_class_mode_t;
 extern uint8_t hz_cpu_mode[HZ_CLASS_COUNT];
+
+/* A malloc of class `cls` may take from the caches (and their depot):
+ * the class is not off and its next malloc is not a sample's, which the
+ * heap must serve. */
+HZ_INLINE bool hz_cpu_serves(const hz_heap_t *heap, size_t cls) {
+  return hz_cpu_mode[cls] != HZ_CPU_CLASS_OFF && !hz_heap_sample_due(heap, cls);
+}
 extern hz_cpu_cache_t *hz_cpu_caches;
 extern long hz_cpu_id_offset; /* of mm_cid (or cpu_id) in struct rseq */
 extern HZ_TLS uint64_t hz_cpu_restarts;

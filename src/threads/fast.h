@@ -27,7 +27,7 @@
  * 50.0). */
 static HZ_NOINLINE void *hz_fast_malloc_miss(size_t size, hz_heap_t *heap,
                                              size_t cls) {
-  if (hz_cpu_mode[cls] != HZ_CPU_CLASS_OFF && !hz_heap_sample_due(heap, cls)) {
+  if (hz_cpu_serves(heap, cls)) {
     void *p = hz_cpu_pop(cls);
     if (HZ_LIKELY(p != NULL)) return p;
   }

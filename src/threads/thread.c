@@ -318,10 +318,6 @@ static bool purge_thread_sleep(uint64_t period) {
   return keep;
 }
 
-/* The per-CPU caches hold blocks of every heap. Once no heap has taken a
- * slow path for HZ_IDLE_FULL_MS, the purge thread empties them into a
- * borrowed heap, which sends the blocks home; the owners' collection and
- * the purge then give their pages back, as for any idle memory. */
 /* Every block in the CPU caches and depots goes home, through a heap
  * taken from the pool for the purpose. */
 static void purge_drain_caches(void) {
@@ -334,6 +330,10 @@ static void purge_drain_caches(void) {
   hz_unlock(&pool_lock);
 }
 
+/* The per-CPU caches hold blocks of every heap. Once no heap has taken a
+ * slow path for HZ_IDLE_FULL_MS, the purge thread empties them into a
+ * borrowed heap, which sends the blocks home; the owners' collection and
+ * the purge then give their pages back, as for any idle memory. */
 static void purge_drain_idle_caches(void) {
   static uint64_t seen_activity, quiet_since_ms;
   if (!hz_cpu_cache_on) return;
@@ -542,10 +542,7 @@ void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap) {
   if (heap->state == HZ_HEAP_EMPTY) return hz_thread_malloc_unattached(size);
   if (size <= HZ_CPU_BLOCK_MAX) {
     size_t cls = hz_sizeclass_of(size);
-    void *p =
-        hz_cpu_mode[cls] == HZ_CPU_CLASS_OFF || hz_heap_sample_due(heap, cls)
-            ? NULL
-            : hz_cpu_refill(heap, cls);
+    void *p = hz_cpu_serves(heap, cls) ? hz_cpu_refill(heap, cls) : NULL;
     if (p != NULL) return p;
   }
   hz_purge_tick();
