@@ -58,4 +58,12 @@ for name in $(echo "${!ARGS[@]}" | tr ' ' '\n' | sort); do
     pass "$line"
   fi
 done
+# bench/ab.sh: two settings of the library interleaved, a median of each.
+ab=$(BENCH_BUILD="$BUILD" "$(dirname "$0")/../bench/ab.sh" 2 \
+  "tiny_hot ${ARGS[tiny_hot]}" a="$LIB" b="$LIB,HZ_CPU_CACHE=0" 2>&1)
+if [ "$(echo "$ab" | grep -Ec '^[ab] +ops/s +[0-9.]+M  peak RSS +[0-9.]+ MiB  \(2 runs: [0-9.]+ [0-9.]+\)$')" = 2 ]; then
+  pass "ab.sh: $(echo "$ab" | tr '\n' ' ')"
+else
+  fail "ab.sh: want a median line for a and b, got: $ab"
+fi
 finish bench_smoke "$passes passed"
