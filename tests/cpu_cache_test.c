@@ -18,9 +18,17 @@
  *     turns classes above 256 B off (once asking for a drain), smaller
  *     ones stay cached; a round with fewer caches every class again;
  *   - churn: a round that saw more threads exit than hold a heap turns
- *     every class off (once: the drain is asked for when it begins); chains
- *     of threads that each free their predecessor's blocks and exit make
- *     the purge thread's rounds do so, and the caches come back after. */
+ *     every class off (once: the drain is asked for when it begins);
+ *   - unregistered: two threads that unregistered glibc's rseq area (the
+ *     kernel then leaves cpu_id at -1 and mm_cid at 0 and restarts no
+ *     section) trade blocks: none is ever held by both (they take the
+ *     per-thread paths);
+ *   - chain (argument "chain", with the purge thread): chains of threads
+ *     that each free their predecessor's blocks and exit make the purge
+ *     thread's rounds turn the caches off, and they come back after.
+ * Without an argument the test runs with HZ_PURGE_THREAD=0 (CTest), so no
+ * round of the purge thread changes the modes or drains the caches under
+ * the steps that set and read them. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -30,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/rseq.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -107,6 +116,7 @@ enum { TRADERS = 3, SLOTS = 64, ROUNDS = 200000, TRADE_SIZE = 96 };
 static _Atomic(void *) trade[TRADERS][SLOTS];
 static atomic_int trading;
 static atomic_long clashes;
+static atomic_bool restarted; /* a trader saw one of its sections restart */
 
 static void on_signal(int sig) { (void)sig; }
 
@@ -126,7 +136,14 @@ static void *take_marked(int me) {
 static void *trader(void *arg) {
   int me = (int)(intptr_t)arg;
   pin_to_cpu0();
-  for (int r = 0; r < ROUNDS; r++) {
+  /* ROUNDS at least, then on until some section restarted (a loaded
+   * machine may run a whole batch of rounds between two signals), at
+   * most 60 s. */
+  time_t until = time(NULL) + 60;
+  for (int r = 0; r < ROUNDS || (per_cpu && !atomic_load(&restarted) &&
+                                 time(NULL) < until);
+       r++) {
+    if (hz_cpu_restarts != 0) atomic_store(&restarted, true);
     int s = r % SLOTS;
     /* Free what the previous trader left (a remote free), leave ours. */
     void *theirs =
@@ -168,8 +185,7 @@ static void restarts(void) {
             atomic_load(&clashes));
   uint64_t counted = summary().front.restarts - before;
   if (per_cpu)
-    CHECK_MSG(counted > 0, "no section restarted in %d signalled rounds",
-              ROUNDS * TRADERS);
+    CHECK_MSG(counted > 0, "no section restarted in 60 s of signalled rounds");
   else
     CHECK(counted == 0);
 }
@@ -198,6 +214,68 @@ static void crowded(void) {
   CHECK(hz_cpu_mode[hz_sizeclass_of(257)] == HZ_CPU_CLASS_CACHED);
   CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)] == HZ_CPU_CLASS_CACHED);
   CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX + 1)] == HZ_CPU_CLASS_OFF);
+}
+
+/* --- unregistered ---------------------------------------------------------- */
+enum { SWAP_ROUNDS = 1000000, SWAP_SLOTS = 256 };
+#define HELD ((uintptr_t)0x48454c4400000001u) /* written by a holder */
+static _Atomic(uintptr_t *) swap_slots[2][SWAP_SLOTS];
+static atomic_long swap_clashes, swap_unregistered;
+static pthread_barrier_t swap_start;
+
+/* Unregister glibc's rseq area of the calling thread. */
+static bool rseq_unregister(void) {
+  void *area = (char *)__builtin_thread_pointer() + __rseq_offset;
+  return syscall(__NR_rseq, area, __rseq_size, RSEQ_FLAG_UNREGISTER,
+                 0x53053053) == 0 ||
+         syscall(__NR_rseq, area, 32, RSEQ_FLAG_UNREGISTER, 0x53053053) == 0;
+}
+
+/* A block just taken: nobody may hold it (its first word says so). */
+static uintptr_t *swap_take(unsigned round) {
+  uintptr_t *p = hz_malloc(16 + (round * 40503u) % 241);
+  CHECK(p != NULL);
+  if (__atomic_exchange_n(p, HELD, __ATOMIC_SEQ_CST) == HELD)
+    atomic_fetch_add(&swap_clashes, 1);
+  return p;
+}
+
+static void swap_free(uintptr_t *p) {
+  if (p == NULL) return;
+  __atomic_store_n(p, 0, __ATOMIC_SEQ_CST);
+  hz_free(p);
+}
+
+static void *swapper(void *arg) {
+  int me = (int)(intptr_t)arg;
+  if (__rseq_size > 0 && rseq_unregister())
+    atomic_fetch_add(&swap_unregistered, 1);
+  hz_free(hz_malloc(8)); /* a heap of its own */
+  pthread_barrier_wait(&swap_start);
+  for (unsigned r = 0; r < SWAP_ROUNDS; r++) {
+    unsigned s = r % SWAP_SLOTS;
+    swap_free(atomic_exchange(&swap_slots[1 - me][s], NULL)); /* remote */
+    swap_free(atomic_exchange(&swap_slots[me][s], swap_take(r)));
+  }
+  return NULL;
+}
+
+static void unregistered(void) {
+  pthread_barrier_init(&swap_start, NULL, 2);
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++)
+    CHECK(pthread_create(&t[i], NULL, swapper, (void *)(intptr_t)i) == 0);
+  for (int i = 0; i < 2; i++)
+    pthread_join(t[i], NULL);
+  for (int i = 0; i < 2; i++)
+    for (int s = 0; s < SWAP_SLOTS; s++)
+      swap_free(atomic_exchange(&swap_slots[i][s], NULL));
+  if (__rseq_size > 0)
+    CHECK_MSG(atomic_load(&swap_unregistered) == 2,
+              "could not unregister glibc's rseq area");
+  CHECK_MSG(atomic_load(&swap_clashes) == 0,
+            "%ld blocks handed out while another thread held them",
+            atomic_load(&swap_clashes));
 }
 
 /* --- churn ---------------------------------------------------------------- */
@@ -235,11 +313,18 @@ static void churn(void) {
   CHECK(!hz_cpu_cache_rejudge(2, 3)); /* it goes on */
   CHECK(!hz_cpu_cache_rejudge(2, 2));
   CHECK(hz_cpu_mode[hz_sizeclass_of(16)] == HZ_CPU_CLASS_CACHED);
+}
 
+/* Waits of up to 60 s, polled every 10 ms: a loaded machine may run the
+ * purge thread late, never the other way round. */
+enum { WAIT_POLLS = 6000 };
+
+static void chain(void) {
+  if (!per_cpu) return;
   uint64_t before = summary().front.churn_rounds;
   pthread_t first;
   CHECK(pthread_create(&first, NULL, chain_link, NULL) == 0);
-  for (int i = 0; i < 300 && summary().front.churn_rounds == before; i++)
+  for (int i = 0; i < WAIT_POLLS && summary().front.churn_rounds == before; i++)
     usleep(10000);
   CHECK_MSG(summary().front.churn_rounds > before,
             "no round saw the chain's threads exit");
@@ -249,18 +334,23 @@ static void churn(void) {
   pthread_join(chain_last, NULL);
   for (int i = 0; i < CHAIN_BLOCKS; i++)
     hz_free(chain_blocks[i]);
-  for (int i = 0; i < 300 && hz_cpu_mode[1] != HZ_CPU_CLASS_CACHED; i++)
+  for (int i = 0; i < WAIT_POLLS && hz_cpu_mode[1] != HZ_CPU_CLASS_CACHED; i++)
     usleep(10000);
   CHECK_MSG(hz_cpu_mode[1] == HZ_CPU_CLASS_CACHED,
             "the caches stayed off after the threads stopped exiting");
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   choice();
+  if (argc > 1 && strcmp(argv[1], "chain") == 0) {
+    chain();
+    return check_report("cpu_cache chain");
+  }
   reuse();
   restarts();
   drain();
   crowded();
   churn();
+  unregistered();
   return check_report("cpu_cache");
 }

@@ -257,6 +257,156 @@ static void case_df_retired_cross_thread(void) {
   blocks_distinct();
 }
 
+/* --- double frees across threads ---------------------------------------------
+ * Each case frees one block twice from threads other than its owner's (or
+ * from another thread whose owner has exited), then takes blocks of its
+ * size until whatever it was sent home through has been drained: release
+ * reports it once and goes on, the block never handed to two holders (the
+ * blocks taken are all distinct). Each runs with the per-CPU caches on
+ * (where rseq is there) and off (".nocache": HZ_CPU_CACHE=0). */
+enum { DF_TAKE = 3000 };
+static size_t df_size;
+static unsigned char **df_taken;
+static int df_count;
+
+static void *df_free_once(void *p) {
+  xfree(xmalloc(100)); /* the thread has a heap of its own */
+  xfree(p);
+  return NULL;
+}
+
+static void *df_free_twice(void *p) {
+  xfree(xmalloc(100));
+  xfree(p);
+  xfree(p);
+  return NULL;
+}
+
+static void df_run_thread(void *(*fn)(void *), void *arg) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, fn, arg) != 0) child_fail("pthread_create");
+  pthread_join(t, NULL);
+}
+
+/* Take blocks of the case's size (never freed before the check): the
+ * slow paths this takes drain what came home. */
+static void *df_take(void *arg) {
+  (void)arg;
+  int n = df_size > 10000 ? DF_TAKE / 10 : DF_TAKE;
+  for (int i = 0; i < n; i++) {
+    unsigned char *p = xmalloc(df_size);
+    if (p == NULL) child_fail("malloc(%zu) failed after the double free", df_size);
+    memset(p, 0x3C, df_size);
+    df_taken[__atomic_fetch_add(&df_count, 1, __ATOMIC_RELAXED)] = p;
+  }
+  return NULL;
+}
+
+static int by_pointer(const void *a, const void *b) {
+  uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Every block taken is distinct: none was handed to two holders. */
+static void df_distinct(void) {
+  qsort(df_taken, (size_t)df_count, sizeof *df_taken, by_pointer);
+  for (int i = 1; i < df_count; i++)
+    if (df_taken[i] < df_taken[i - 1] + df_size)
+      child_fail("%p handed out twice after the double free",
+                 (void *)df_taken[i]);
+}
+
+static void df_begin(size_t size) {
+  df_size = size;
+  df_taken = calloc(2 * DF_TAKE, sizeof *df_taken);
+  if (df_taken == NULL) child_fail("calloc failed");
+}
+
+/* main allocates p; two other threads free it, one each. */
+static void df_two_threads(size_t size) {
+  df_begin(size);
+  void *p = xmalloc(size);
+  note_addr(p);
+  df_run_thread(df_free_once, p);
+  df_run_thread(df_free_once, p);
+  df_take(NULL);
+  df_distinct();
+}
+
+/* Another thread allocates p and stays; main frees it twice; both take. */
+static void *df_owner(void *arg) {
+  pthread_barrier_t *step = arg;
+  void *p = xmalloc(df_size);
+  note_addr(p);
+  df_taken[__atomic_fetch_add(&df_count, 1, __ATOMIC_RELAXED)] = p;
+  pthread_barrier_wait(step); /* p allocated */
+  pthread_barrier_wait(step); /* main freed it twice and took */
+  df_take(NULL);
+  return NULL;
+}
+
+static void df_owner_alive(size_t size) {
+  df_begin(size);
+  pthread_barrier_t step;
+  pthread_barrier_init(&step, NULL, 2);
+  pthread_t t;
+  if (pthread_create(&t, NULL, df_owner, &step) != 0)
+    child_fail("pthread_create");
+  pthread_barrier_wait(&step);
+  void *p = df_taken[0];
+  df_count = 0; /* p is freed: not a block held */
+  xfree(p);
+  xfree(p);
+  df_take(NULL);
+  pthread_barrier_wait(&step);
+  pthread_join(t, NULL);
+  df_distinct();
+}
+
+/* Another thread allocates p and exits; main frees it twice. */
+static void *df_alloc_and_exit(void *arg) {
+  (void)arg;
+  void *p = xmalloc(df_size);
+  note_addr(p);
+  return p;
+}
+
+static void df_owner_exited(size_t size) {
+  df_begin(size);
+  pthread_t t;
+  void *p = NULL;
+  if (pthread_create(&t, NULL, df_alloc_and_exit, NULL) != 0)
+    child_fail("pthread_create");
+  pthread_join(t, &p);
+  xfree(p);
+  xfree(p);
+  df_take(NULL);
+  malloc_trim(0); /* the exited thread's heap takes its blocks home */
+  df_run_thread(df_take, NULL); /* a new thread may adopt that heap */
+  df_distinct();
+}
+
+/* main allocates p; one other thread frees it twice. */
+static void df_one_thread_twice(size_t size) {
+  df_begin(size);
+  void *p = xmalloc(size);
+  note_addr(p);
+  df_run_thread(df_free_twice, p);
+  df_take(NULL);
+  df_distinct();
+}
+
+#define DF_CASES(size)                                                         \
+  static void case_df_two_threads_##size(void) { df_two_threads(size); }       \
+  static void case_df_owner_alive_##size(void) { df_owner_alive(size); }       \
+  static void case_df_owner_exited_##size(void) { df_owner_exited(size); }     \
+  static void case_df_one_thread_##size(void) { df_one_thread_twice(size); }
+DF_CASES(16)
+DF_CASES(64)
+DF_CASES(1000)
+DF_CASES(5000)
+DF_CASES(40000)
+
 /* --- invalid frees ---------------------------------------------------------
  */
 static void case_inv_one(void) { invalid_free_of((void *)1); }
@@ -748,6 +898,11 @@ static void random_order_after(const case_t *c, const char *notes);
 #define UNLISTED_FLIP(name, run)                                               \
   { name, run, SEC | DBG | REL, OUT_CLEAN, OUT_CLEAN, NULL, NULL, NULL, NULL }
 
+/* A double free across threads: secure and debug stop at the second free,
+ * release reports it once and hands the block to no two holders. */
+#define DF_CASE(name, run, env)                                                \
+  { name, run, SEC | DBG | REL, OUT_ABORT, OUT_REPORTED, DOUBLE_FREE, NULL, env, NULL }
+
 static const case_t cases[] = {
     {"double_free.immediate", case_df_immediate, SEC | DBG, OUT_ABORT, 0,
      DOUBLE_FREE, NULL, NULL, NULL},
@@ -763,6 +918,46 @@ static const case_t cases[] = {
      OUT_ABORT, OUT_REPORTED, DOUBLE_FREE, NULL, NULL, NULL},
     {"double_free.retired_page_cross_thread", case_df_retired_cross_thread,
      SEC | DBG | REL, OUT_ABORT, OUT_REPORTED, DOUBLE_FREE, NULL, NULL, NULL},
+    DF_CASE("double_free.two_threads_16", case_df_two_threads_16, NULL),
+    DF_CASE("double_free.two_threads_16.nocache", case_df_two_threads_16, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.owner_alive_16", case_df_owner_alive_16, NULL),
+    DF_CASE("double_free.owner_alive_16.nocache", case_df_owner_alive_16, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.owner_exited_16", case_df_owner_exited_16, NULL),
+    DF_CASE("double_free.owner_exited_16.nocache", case_df_owner_exited_16, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.one_thread_twice_16", case_df_one_thread_16, NULL),
+    DF_CASE("double_free.one_thread_twice_16.nocache", case_df_one_thread_16, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.two_threads_64", case_df_two_threads_64, NULL),
+    DF_CASE("double_free.two_threads_64.nocache", case_df_two_threads_64, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.owner_alive_64", case_df_owner_alive_64, NULL),
+    DF_CASE("double_free.owner_alive_64.nocache", case_df_owner_alive_64, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.owner_exited_64", case_df_owner_exited_64, NULL),
+    DF_CASE("double_free.owner_exited_64.nocache", case_df_owner_exited_64, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.one_thread_twice_64", case_df_one_thread_64, NULL),
+    DF_CASE("double_free.one_thread_twice_64.nocache", case_df_one_thread_64, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.two_threads_1000", case_df_two_threads_1000, NULL),
+    DF_CASE("double_free.two_threads_1000.nocache", case_df_two_threads_1000, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.owner_alive_1000", case_df_owner_alive_1000, NULL),
+    DF_CASE("double_free.owner_alive_1000.nocache", case_df_owner_alive_1000, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.owner_exited_1000", case_df_owner_exited_1000, NULL),
+    DF_CASE("double_free.owner_exited_1000.nocache", case_df_owner_exited_1000, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.one_thread_twice_1000", case_df_one_thread_1000, NULL),
+    DF_CASE("double_free.one_thread_twice_1000.nocache", case_df_one_thread_1000, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.two_threads_5000", case_df_two_threads_5000, NULL),
+    DF_CASE("double_free.two_threads_5000.nocache", case_df_two_threads_5000, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.owner_alive_5000", case_df_owner_alive_5000, NULL),
+    DF_CASE("double_free.owner_alive_5000.nocache", case_df_owner_alive_5000, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.owner_exited_5000", case_df_owner_exited_5000, NULL),
+    DF_CASE("double_free.owner_exited_5000.nocache", case_df_owner_exited_5000, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.one_thread_twice_5000", case_df_one_thread_5000, NULL),
+    DF_CASE("double_free.one_thread_twice_5000.nocache", case_df_one_thread_5000, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.two_threads_40000", case_df_two_threads_40000, NULL),
+    DF_CASE("double_free.two_threads_40000.nocache", case_df_two_threads_40000, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.owner_alive_40000", case_df_owner_alive_40000, NULL),
+    DF_CASE("double_free.owner_alive_40000.nocache", case_df_owner_alive_40000, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.owner_exited_40000", case_df_owner_exited_40000, NULL),
+    DF_CASE("double_free.owner_exited_40000.nocache", case_df_owner_exited_40000, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.one_thread_twice_40000", case_df_one_thread_40000, NULL),
+    DF_CASE("double_free.one_thread_twice_40000.nocache", case_df_one_thread_40000, "HZ_CPU_CACHE=0"),
     {"double_free.large", case_df_large, SEC | DBG, OUT_ABORT, 0,
      E "double free of %s (large block of ", NULL, NULL, NULL},
     {"invalid_free.one", case_inv_one, SEC | DBG | REL, OUT_ABORT, OUT_REPORTED,

@@ -218,7 +218,8 @@ void hz_cpu_cache_init(void) {
  * ------------------------------------------------------------------------- */
 static void give_back(hz_heap_t *heap, void *const *blocks, unsigned n) {
   for (unsigned i = 0; i < n; i++)
-    hz_heap_free_block(heap, hz_segment_block_page(blocks[i]), blocks[i]);
+    hz_heap_free_block(heap, hz_segment_block_page(blocks[i]),
+                       hz_cpu_unmark(blocks[i]));
 }
 
 /* Push blocks[1..n) highest index first, so blocks[1] is popped next;
@@ -238,7 +239,7 @@ void *hz_cpu_refill(hz_heap_t *heap, size_t cls) {
   COUNT(depot_takes);
   note_reuse(cls);
   push_rest(heap, cls, batch, class_batch(cls));
-  return batch[0];
+  return hz_cpu_unmark(batch[0]);
 }
 
 void hz_cpu_overflow(hz_heap_t *heap, size_t cls, void *p) {

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "check.h"
 #include "config.h"
 #include "heap.h"
 #include "stats.h"
@@ -68,12 +69,6 @@ typedef enum {
 } hz_cpu_class_mode_t;
 extern uint8_t hz_cpu_mode[HZ_CLASS_COUNT];
 
-/* A malloc of class `cls` may take from the caches (and their depot):
- * the class is not off and its next malloc is not a sample's, which the
- * heap must serve. */
-HZ_INLINE bool hz_cpu_serves(const hz_heap_t *heap, size_t cls) {
-  return hz_cpu_mode[cls] != HZ_CPU_CLASS_OFF && !hz_heap_sample_due(heap, cls);
-}
 extern hz_cpu_cache_t *hz_cpu_caches;
 extern long hz_cpu_id_offset; /* of mm_cid (or cpu_id) in struct rseq */
 extern HZ_TLS uint64_t hz_cpu_restarts;
@@ -161,6 +156,14 @@ HZ_INLINE char *hz_cpu_rseq(void) {
       [closed] "i"(HZ_CPU_CLOSED_OFFSET), [slots] "i"(HZ_CPU_SLOTS_OFFSET)
 #define HZ_RSEQ_CLOBBERS "rax", "rcx", "rdx", "memory", "cc"
 
+/* The calling thread's rseq area is registered. A runtime that brings its
+ * own rseq user may unregister glibc's: the kernel then leaves cpu_id at
+ * -1 (RSEQ_CPU_ID_UNINITIALIZED) and mm_cid at 0, and restarts no
+ * section, so such a thread takes the per-thread paths. */
+HZ_INLINE bool hz_cpu_registered(void) {
+  return *(volatile int32_t *)(hz_cpu_rseq() + 4) >= 0;
+}
+
 /* Pop a block of class `cls` from this CPU's cache; NULL when empty. */
 HZ_INLINE void *hz_cpu_pop(size_t cls) {
   char *rs = hz_cpu_rseq();
@@ -211,6 +214,7 @@ full:
   return false;
 }
 #else
+HZ_INLINE bool hz_cpu_registered(void) { return false; }
 HZ_INLINE void *hz_cpu_pop(size_t cls) {
   (void)cls;
   return NULL;
@@ -220,5 +224,27 @@ HZ_INLINE bool hz_cpu_push(size_t cls, void *p) {
   return false;
 }
 #endif
+
+/* A malloc of class `cls` may take from the caches (and their depot):
+ * the class is not off, the thread is registered for rseq and its next
+ * malloc is not a sample's, which the heap must serve. */
+HZ_INLINE bool hz_cpu_serves(const hz_heap_t *heap, size_t cls) {
+  return hz_cpu_mode[cls] != HZ_CPU_CLASS_OFF && hz_cpu_registered() &&
+         !hz_heap_sample_due(heap, cls);
+}
+
+/* A block in a CPU cache or a depot carries a mark in its second word (its
+ * address keyed by the secret): a free that finds it there frees a block
+ * the caches hold already, a double free, and one block would otherwise
+ * be handed to two threads. Every way out of the caches takes the mark
+ * off (hz_cpu_unmark), so a block handed out never carries it. */
+HZ_INLINE bool hz_cpu_marked(const void *p) { return hz_check_is_marked(p); }
+
+HZ_INLINE void hz_cpu_mark(void *p) { ((uintptr_t *)p)[1] = hz_check_mark(p); }
+
+HZ_INLINE void *hz_cpu_unmark(void *p) {
+  ((uintptr_t *)p)[1] = 0;
+  return p;
+}
 
 #endif

@@ -440,24 +440,36 @@ HZ_INLINE bool drain_locate(drain_t *d, const hz_block_t *block) {
          drain_move(d, block);
 }
 
-/* Set the bit of `block` on its page, without reading the block. False
- * when it is no block of ours handed out. */
-HZ_INLINE bool drain_block(drain_t *d, const hz_block_t *block) {
-  if (!drain_locate(d, block)) return false;
+/* What applying a block to its page found. */
+typedef enum { DRAIN_APPLIED, DRAIN_TWICE, DRAIN_SPOILT } drain_result_t;
+
+/* Set the bit of `block` on its page, without reading the block. TWICE
+ * (reported) when the bit was set already: another thread freed it too.
+ * SPOILT when it is no block of ours handed out. */
+HZ_INLINE drain_result_t drain_block(drain_t *d, const hz_block_t *block) {
+  if (!drain_locate(d, block)) return DRAIN_SPOILT;
   uint32_t index = hz_page_index(d->page, block);
-  if (HZ_UNLIKELY(index >= d->page->capacity)) return false;
-  if (HZ_LIKELY(hz_page_put_index(d->page, index)))
-    d->back++, d->blocks++;
-  else
+  if (HZ_UNLIKELY(index >= d->page->capacity)) return DRAIN_SPOILT;
+  if (HZ_UNLIKELY(!hz_page_put_index(d->page, index))) {
     hz_heap_double_free(d->page, block); /* freed again by another thread */
-  return true;
+    return DRAIN_TWICE;
+  }
+  d->back++, d->blocks++;
+  return DRAIN_APPLIED;
 }
 
 /* Apply a header and the blocks it names to their pages, reading the
- * header and nothing else. Returns the next header, or NULL after a
- * spoilt link or name (reported; the rest of the list is lost). */
+ * header and nothing else. Returns the next header, or NULL where the
+ * list must end: after a spoilt link or name (reported; the rest of the
+ * list is lost), or at a header already back on its page. Two threads
+ * that free one block both make it a header of their lists, and the
+ * second's link overwrites the first's: it may lead back into the list
+ * (a block freed by two threads made its owner loop here), so the header
+ * is applied first and a list never goes on past one seen before. */
 static hz_block_t *drain_header(drain_t *d, hz_block_t *header) {
-  if (!drain_locate(d, header)) {
+  drain_result_t own = drain_block(d, header);
+  if (own == DRAIN_TWICE) return NULL;
+  if (own == DRAIN_SPOILT) {
     drain_report(header);
     return NULL;
   }
@@ -466,8 +478,7 @@ static hz_block_t *drain_header(drain_t *d, hz_block_t *header) {
   if (next != NULL) __builtin_prefetch(next);
   bool fine = named <= hz_remote_can_name(d->page->block_size);
   for (uint32_t i = 0; fine && i < named; i++)
-    fine = drain_block(d, hz_remote_name(header, i));
-  if (fine) fine = drain_block(d, header);
+    fine = drain_block(d, hz_remote_name(header, i)) != DRAIN_SPOILT;
   if (fine) return next;
   drain_report(header);
   return NULL;
