@@ -14,8 +14,11 @@
  *   - a bad value prints one warning `ignoring bad value HZ_<NAME>="<text>"
  *     (keeping <default>)` and the option keeps its default, with or
  *     without HZ_VERBOSE;
+ *   - values out of an option's range (HZ_GUARD_MODE 0..2, HZ_GUARD_SLOTS
+ *     1..4096, HZ_GUARD_MAX 1 B..256 KiB) are bad values too;
  *   - HZ_SHOW_STATS=1 prints "hakozuna: stats report" once, at exit (after
- *     main returned); 0 or a bad value prints none.
+ *     main returned), also when the program ends with _exit or _Exit
+ *     (which run no destructor); 0 or a bad value prints none.
  *
  * usage: options_env_test [empty-json]
  *
@@ -168,8 +171,30 @@ static int empty_json_main(void) {
   return check_report("options_env_test empty-json");
 }
 
+/* The child ends with _exit(7) (child-_exit) or _Exit(7) (child-_Exit). */
+static int child_quick_exit(const char *how) {
+  child_main();
+  if (strcmp(how, "_exit") == 0) _exit(7);
+  _Exit(7);
+}
+
+/* A program that ends with _exit or _Exit gets its report too. */
+static void expect_report_at_quick_exit(const char *how) {
+  char arg[32], label[64];
+  snprintf(arg, sizeof arg, "child-%s", how);
+  snprintf(label, sizeof label, "HZ_SHOW_STATS=1, %s(7)", how);
+  child_result_t r =
+      child_run(self, arg, (const char *const[]){"HZ_SHOW_STATS=1", NULL});
+  CHECK_MSG(r.status == 7, "%s: child exit status %d", label, r.status);
+  if (r.err == NULL) return;
+  expect_stats_report(label, r.err, true);
+  free(r.err);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "child") == 0) return child_main();
+  if (argc > 1 && strncmp(argv[1], "child-", 6) == 0)
+    return child_quick_exit(argv[1] + 6);
   self = argv[0];
   if (getenv("LD_PRELOAD") == NULL)
     fprintf(stderr, "options_env_test: note: LD_PRELOAD is not set; the "
@@ -309,7 +334,46 @@ int main(int argc, char **argv) {
     free(r.err);
   }
 
+  /* The guarded sample's options have ranges of their own. */
+  {
+    const char *label = "guard options out of range";
+    child_result_t r = run(
+        label, (const char *const[]){"HZ_VERBOSE=1", "HZ_GUARD_MODE=3",
+                                     "HZ_GUARD_SLOTS=99999999999",
+                                     "HZ_GUARD_MAX=1G", NULL});
+    expect_warning(label, r.err, "GUARD_MODE", "3", "0");
+    expect_warning(label, r.err, "GUARD_SLOTS", "99999999999", "16");
+    expect_warning(label, r.err, "GUARD_MAX", "1G", "4096");
+    expect_value(label, r.err, "GUARD_MODE", "0");
+    expect_value(label, r.err, "GUARD_SLOTS", "16");
+    expect_value(label, r.err, "GUARD_MAX", "4096");
+    free(r.err);
+  }
+  {
+    const char *label = "guard options zero";
+    child_result_t r = run(label, (const char *const[]){"HZ_GUARD_SLOTS=0",
+                                                        "HZ_GUARD_MAX=0", NULL});
+    expect_warning(label, r.err, "GUARD_SLOTS", "0", "16");
+    expect_warning(label, r.err, "GUARD_MAX", "0", "4096");
+    free(r.err);
+  }
+  {
+    const char *label = "guard options at their bounds";
+    child_result_t r = run(
+        label, (const char *const[]){"HZ_VERBOSE=1", "HZ_GUARD_MODE=2",
+                                     "HZ_GUARD_SLOTS=4096",
+                                     "HZ_GUARD_MAX=256K", NULL});
+    expect_value(label, r.err, "GUARD_MODE", "2");
+    expect_value(label, r.err, "GUARD_SLOTS", "4096");
+    expect_value(label, r.err, "GUARD_MAX", "262144");
+    CHECK_MSG(strstr(r.err, "bad value") == NULL, "%s: a warning:\n%s", label,
+              r.err);
+    free(r.err);
+  }
+
   /* HZ_SHOW_STATS: the report at exit. */
+  expect_report_at_quick_exit("_exit");
+  expect_report_at_quick_exit("_Exit");
   {
     const char *label = "HZ_SHOW_STATS=1";
     child_result_t r =

@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -835,6 +836,34 @@ static void case_signal_reentry(void) {
   }
 }
 
+/* A signal handler that allocates, interrupting new threads' first
+ * allocation and their exit, which take the heap pool's lock: the secure
+ * variants stop with one line (before, the thread waited for itself on
+ * the lock forever). The main thread signals each new thread until it has
+ * allocated and is gone; up to 60 s for the signal to land there. */
+static atomic_int first_done;
+
+static void *first_allocation(void *arg) {
+  (void)arg;
+  xfree(xmalloc(32));
+  atomic_store(&first_done, 1);
+  return NULL;
+}
+
+static void case_signal_first_allocation(void) {
+  alarm(60);
+  signal(SIGUSR1, allocating_handler);
+  for (;;) {
+    pthread_t t;
+    atomic_store(&first_done, 0);
+    if (pthread_create(&t, NULL, first_allocation, NULL) != 0)
+      child_fail("pthread_create");
+    while (!atomic_load(&first_done))
+      pthread_kill(t, SIGUSR1);
+    pthread_join(t, NULL);
+  }
+}
+
 /* ---------------------------------------------------------------------------
  * The cases and what each variant must do
  * ------------------------------------------------------------------------- */
@@ -988,6 +1017,8 @@ static const case_t cases[] = {
      WRITE_AFTER_FREE, CORRUPT_LIST, NULL, NULL},
     {"signal_reentry", case_signal_reentry, SEC | DBG, OUT_ABORT, 0, REENTERED,
      NULL, NULL, NULL},
+    {"signal_first_allocation", case_signal_first_allocation, SEC | DBG,
+     OUT_ABORT, 0, REENTERED, NULL, NULL, NULL},
     UNLISTED_STEER("steer.page_list_64", case_steer_64),
     UNLISTED_STEER("steer.page_list_1024", case_steer_1024),
     STEERED("steer.cross_thread", case_steer_cross_thread),

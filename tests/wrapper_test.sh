@@ -83,6 +83,20 @@ for prog in "perl -e print(qq(ran\n))" "/bin/echo ran"; do
   fi
 done
 
+# stats: a program that ends with _exit (dash's exit builtin) runs no
+# destructor; its report comes all the same, and its exit status stays.
+if [ -x /bin/dash ]; then
+  out=$("$WRAPPER" stats -- /bin/dash -c 'echo ran; exit 7' 2>&1)
+  status=$?
+  if [ "$status" = 7 ] && grep -q "^ran$" <<<"$out" &&
+     grep -q "^hakozuna: stats report" <<<"$out"; then
+    pass "stats: dash's exit 7 kept its status and the report was printed"
+  else
+    fail "stats: dash -c 'exit 7': status $status, want 7 and the report, got:"
+    head -3 <<<"$out"
+  fi
+fi
+
 # version: the one in include/hakozuna.h.
 want=$(awk '/define HZ_VERSION_(MAJOR|MINOR|PATCH)/ { v = v (v ? "." : "") $3 }
             END { print v }' "$1/include/hakozuna.h")

@@ -396,11 +396,8 @@ void hz_guard_start(void) {
   long sample = hz_option(HZ_OPTION_GUARD_SAMPLE);
   if (sample <= 0 || hz_prof_active) return;
   page_size = hz_os_page_size();
-  long limit = hz_option(HZ_OPTION_GUARD_MAX);
-  max_size = limit < 1 ? 1 : (size_t)limit;
-  if (max_size > HZ_SMALL_MAX) max_size = HZ_SMALL_MAX;
-  long count = hz_option(HZ_OPTION_GUARD_SLOTS);
-  slot_count = count < 1 ? 1 : count > 4096 ? 4096 : (size_t)count;
+  max_size = (size_t)hz_option(HZ_OPTION_GUARD_MAX);   /* 1 B..256 KiB */
+  slot_count = (size_t)hz_option(HZ_OPTION_GUARD_SLOTS); /* 1..4096 */
   slot_bytes = HZ_ALIGN_UP(max_size, page_size);
   stride = slot_bytes + page_size;
   mode = hz_option(HZ_OPTION_GUARD_MODE);

@@ -424,11 +424,15 @@ void hz_prof_fork_child(void) {
 }
 
 /* At exit: the final profile, and the leak report if asked. */
-__attribute__((destructor)) static void prof_exit(void) {
+void hz_prof_exit_report(void) {
   if (!hz_prof_active) return;
   bool was_busy = prof_lock_tables();
   dump_locked(NULL, "exit");
   if (hz_option_enabled(HZ_OPTION_PROF_LEAKS))
     hz_prof_report_leaks(&store, sample_mean);
   prof_unlock_tables(was_busy);
+}
+
+__attribute__((destructor)) static void prof_exit(void) {
+  hz_prof_exit_report();
 }

@@ -59,6 +59,9 @@ void hz_prof_moved(const void *from, void *to, size_t size);
 /* fork: the first prepare step waits for every unwinding thread and keeps
  * new ones out (an unwinding thread may allocate, so before any of the
  * allocator's locks); the parent and the child open the way again. */
+/* The process ends: the final profile, and the leak report if asked (a
+ * destructor; _exit calls it itself). */
+void hz_prof_exit_report(void);
 void hz_prof_fork_wait_unwinds(void);
 void hz_prof_fork_prepare(void);
 void hz_prof_fork_parent(void);

@@ -409,7 +409,7 @@ HZ_EXPORT void hz_collect(bool force) {
 
 /* HZ_SHOW_STATS=1: one report when the process exits; HZ_STATS_JSON=path:
  * the same as JSON. */
-__attribute__((destructor)) static void api_exit_report(void) {
+void hz_api_exit_report(void) {
   if (hz_option_enabled(HZ_OPTION_SHOW_STATS)) hz_stats_print();
   const char *path = hz_option_text(HZ_OPTION_STATS_JSON);
   if (path == NULL || *path == 0) return;
@@ -417,4 +417,8 @@ __attribute__((destructor)) static void api_exit_report(void) {
   hz_memory_summary_t memory;
   hz_api_summarize(&summary, &memory);
   hz_stats_write_json(path, &summary, &memory);
+}
+
+__attribute__((destructor)) static void api_exit_report(void) {
+  hz_api_exit_report();
 }

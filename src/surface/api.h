@@ -15,5 +15,8 @@ void *hz_api_cxx_new(size_t size, size_t alignment, int nothrow);
 /* What every heap counted, and what the segment and large boxes hold
  * (mapped, cached, not yet purged): everything a report needs. */
 void hz_api_summarize(hz_heap_summary_t *heaps, hz_memory_summary_t *memory);
+/* The process ends: the stats report and its JSON, if asked (a destructor;
+ * _exit calls it itself). */
+void hz_api_exit_report(void);
 
 #endif

@@ -14,6 +14,7 @@
 #include "hakozuna.h"
 #include "heap.h"
 #include "os.h"
+#include "prof.h"
 #include "stats.h"
 
 /* The two hottest names get the inline fast paths themselves (no jump),
@@ -157,3 +158,16 @@ HZ_EXPORT int mallopt(int param, int value) {
 }
 
 HZ_EXPORT void malloc_stats(void) { hz_stats_print(); }
+
+/* A program that ends with _exit or _Exit (dash's exit builtin, a child
+ * after fork) runs no destructor: the exit reports asked for (statistics,
+ * the profiler's last profile and leaks) are made here, then the process
+ * ends as _exit ends it. */
+static void override_exit(int status) __attribute__((noreturn));
+static void override_exit(int status) {
+  hz_prof_exit_report();
+  hz_api_exit_report();
+  hz_os_exit_process(status);
+}
+HZ_EXPORT void _exit(int status) { override_exit(status); }
+HZ_EXPORT void _Exit(int status) { override_exit(status); }

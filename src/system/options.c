@@ -90,6 +90,24 @@ static option_entry_t option_table[HZ_OPTION_COUNT] = {
                                "frame pointers"},
 };
 
+/* Options whose values must lie in a range beyond their kind's; a value
+ * outside it is a bad value. */
+static const struct {
+  hz_option_t option;
+  long min, max;
+} option_ranges[] = {
+    {HZ_OPTION_GUARD_MAX, 1, (long)HZ_SMALL_MAX},
+    {HZ_OPTION_GUARD_SLOTS, 1, 4096},
+    {HZ_OPTION_GUARD_MODE, 0, 2},
+};
+
+static bool option_in_range(hz_option_t option, long value) {
+  for (size_t i = 0; i < sizeof option_ranges / sizeof option_ranges[0]; i++)
+    if (option_ranges[i].option == option)
+      return value >= option_ranges[i].min && value <= option_ranges[i].max;
+  return true;
+}
+
 /* Defaults that depend on the machine. */
 static void options_machine_defaults(void) {
   size_t ram = hz_os_physical_memory();
@@ -184,7 +202,8 @@ void hz_options_init(void) {
     if (entry->kind == HZ_OPTION_TEXT) {
       entry->text = text;
       entry->value = *text != 0;
-    } else if (hz_options_parse(text, entry->kind, &value))
+    } else if (hz_options_parse(text, entry->kind, &value) &&
+               option_in_range((hz_option_t)i, value))
       entry->value = value;
     else
       hz_os_message("warning: ignoring bad value %s=\"%s\" (keeping %ld)", name,

@@ -304,6 +304,11 @@ bool hz_os_readable(const void *p) {
 
 long hz_os_thread_id(void) { return os_syscall(SYS_gettid, 0, 0, 0, 0); }
 
+void hz_os_exit_process(int status) {
+  for (;;)
+    syscall(SYS_exit_group, status);
+}
+
 void hz_os_no_dump(void *addr, size_t size) {
   int saved = errno;
   OS_MADVISE(addr, size, MADV_DONTDUMP);

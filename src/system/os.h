@@ -71,6 +71,8 @@ unsigned long hz_os_fault_calls(void);
 void hz_os_protect(void *addr, size_t size, bool accessible);
 /* Whether the 8 bytes at p can be read, asked of the kernel (no signal). */
 bool hz_os_readable(const void *p);
+/* End the process at once with `status`, as _exit does. */
+void hz_os_exit_process(int status) __attribute__((noreturn));
 /* The calling thread's id (gettid). */
 long hz_os_thread_id(void);
 /* Leave a range out of core dumps (MADV_DONTDUMP). Its mapping then has

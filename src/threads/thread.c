@@ -59,6 +59,37 @@
 #define PURGE_PERIOD_MIN_MS 10
 #define PURGE_PERIOD_MAX_MS 250
 static hz_lock_t pool_lock = HZ_LOCK_INIT;
+
+/* The pool lock, taken through these. A thread that takes it a second
+ * time (a signal handler's malloc interrupting the thread's first
+ * allocation or its exit, which take it) would wait for itself forever:
+ * the secure variants say so in one line and stop, as for a re-entered
+ * slow path. */
+static HZ_TLS bool pool_held;
+
+static HZ_NOINLINE void pool_reentered(void) {
+  hz_check_report("re-entered slow path", &pool_lock,
+                  "the heap pool, held by the thread a signal handler "
+                  "interrupted to call malloc or free; malloc is not "
+                  "async-signal-safe");
+}
+
+static void pool_take(void) {
+  if (HZ_SECURE) {
+    if (HZ_UNLIKELY(pool_held)) pool_reentered();
+    pool_held = true; /* before the lock: no moment held and unmarked */
+    atomic_signal_fence(memory_order_seq_cst);
+  }
+  hz_lock(&pool_lock);
+}
+
+static void pool_give(void) {
+  hz_unlock(&pool_lock);
+  if (HZ_SECURE) {
+    atomic_signal_fence(memory_order_seq_cst);
+    pool_held = false;
+  }
+}
 typedef struct {
   hz_heap_t *first, *last;
 } heap_list_t;
@@ -137,7 +168,7 @@ static void pool_push_locked(hz_heap_t *heap) {
  * (under the collect lock, so no other collector walks the list of all).
  * A thread that took it from the pool meanwhile keeps it. */
 static bool heap_retire(hz_heap_t *heap) {
-  hz_lock(&pool_lock);
+  pool_take();
   bool retire = heap->state == HZ_HEAP_POOLED &&
                 atomic_load_explicit(&heaps_pooled_count,
                                      memory_order_relaxed) > POOL_KEEP &&
@@ -148,20 +179,20 @@ static bool heap_retire(hz_heap_t *heap) {
     hz_heap_summarize_one(heap, &retired_counts);
     heaps_retired++;
   }
-  hz_unlock(&pool_lock);
+  pool_give();
   if (retire) hz_os_unmap(heap, HEAP_MAP_SIZE);
   return retire;
 }
 
 static hz_heap_t *heap_take(void) {
-  hz_lock(&pool_lock);
+  pool_take();
   hz_heap_t *heap = pool_pop_locked();
   if (heap != NULL) {
     heap->state = HZ_HEAP_LIVE;
   } else {
     heap = heap_new_locked();
   }
-  hz_unlock(&pool_lock);
+  pool_give();
   /* a collector may be emptying its bins */
   if (heap != NULL) hz_heap_wait_unclaimed(heap);
   return heap;
@@ -183,11 +214,11 @@ void hz_thread_reclaim_pooled(void) {
     return;
   if (!hz_lock_try(&collect_lock)) return; /* a round runs */
   uintptr_t token = (uintptr_t)&token;
-  hz_lock(&pool_lock);
+  pool_take();
   hz_heap_t *heap = pool_pop_locked();
   bool claimed = heap != NULL &&
                  hz_heap_claim(heap, token, HZ_CLAIM_ANY, 0) != HZ_COLLECT_NONE;
-  hz_unlock(&pool_lock);
+  pool_give();
   if (claimed) {
     /* recycle only, no purge; the bins stay for the thread that adopts
      * the heap next (the background collector takes them when it idles) */
@@ -195,9 +226,9 @@ void hz_thread_reclaim_pooled(void) {
     hz_heap_release_claim(heap);
   }
   if (heap != NULL) {
-    hz_lock(&pool_lock);
+    pool_take();
     pool_push_locked(heap);
-    hz_unlock(&pool_lock);
+    pool_give();
   }
   hz_unlock(&collect_lock);
 }
@@ -223,7 +254,7 @@ static hz_heap_t *collect_group(hz_heap_t *self, hz_heap_t *from,
   bool any_live = false; /* a claimed heap has an owner: needs the barrier */
   size_t n = 0;
   hz_heap_t *heap = from;
-  hz_lock(&pool_lock);
+  pool_take();
   for (; heap != NULL && n < COLLECT_GROUP; heap = heap->next_all) {
     if (heap == self) continue;
     /* Pooled heaps past POOL_KEEP are not kept for threads to come: no
@@ -240,7 +271,7 @@ static hz_heap_t *collect_group(hz_heap_t *self, hz_heap_t *from,
     any_live |= !pooled[n];
     claimed[n++] = heap;
   }
-  hz_unlock(&pool_lock);
+  pool_give();
   if (n == 0) return heap;
   bool barrier = any_live && hz_os_barrier_all_threads();
   for (size_t i = 0; i < n; i++) {
@@ -261,9 +292,9 @@ static hz_heap_t *collect_group(hz_heap_t *self, hz_heap_t *from,
 
 static void collect_round(hz_heap_t *self, bool idle_only) {
   uint64_t now_ms = hz_os_now_ms();
-  hz_lock(&pool_lock);
+  pool_take();
   hz_heap_t *next = heaps_all.first;
-  hz_unlock(&pool_lock);
+  pool_give();
   while (next != NULL)
     next = collect_group(self, next, idle_only, now_ms);
 }
@@ -304,7 +335,7 @@ static bool purge_thread_sleep(uint64_t period) {
   until.tv_nsec += (long)(period % 1000) * 1000000L;
   if (until.tv_nsec >= 1000000000L)
     until.tv_sec++, until.tv_nsec -= 1000000000L;
-  hz_lock(&pool_lock);
+  pool_take();
   while (heaps_live > 0 &&
          pthread_cond_clockwait(&purge_wake, &pool_lock.mutex, CLOCK_MONOTONIC,
                                 &until) != ETIMEDOUT) {
@@ -314,7 +345,7 @@ static bool purge_thread_sleep(uint64_t period) {
     atomic_store_explicit(&purge_thread_started, false, memory_order_relaxed);
     hz_purge_set_background(false);
   }
-  hz_unlock(&pool_lock);
+  pool_give();
   return keep;
 }
 
@@ -325,9 +356,9 @@ static void purge_drain_caches(void) {
   if (heap == NULL) return;
   hz_cpu_cache_drain(heap);
   hz_heap_flush(heap);
-  hz_lock(&pool_lock);
+  pool_take();
   heap_pool_locked(heap);
-  hz_unlock(&pool_lock);
+  pool_give();
 }
 
 /* The per-CPU caches hold blocks of every heap. Once no heap has taken a
@@ -338,10 +369,10 @@ static void purge_drain_idle_caches(void) {
   static uint64_t seen_activity, quiet_since_ms;
   if (!hz_cpu_cache_on) return;
   uint64_t now_ms = hz_os_now_ms(), activity = 0;
-  hz_lock(&pool_lock);
+  pool_take();
   for (hz_heap_t *h = heaps_all.first; h != NULL; h = h->next_all)
     activity += atomic_load_explicit(&h->activity, memory_order_relaxed);
-  hz_unlock(&pool_lock);
+  pool_give();
   if (activity != seen_activity) {
     seen_activity = activity;
     quiet_since_ms = now_ms;
@@ -418,12 +449,12 @@ static void thread_exit(void *value) {
   if (heap == NULL || heap != hz_heap_tls) return;
   hz_heap_park(heap);
   hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
-  hz_lock(&pool_lock);
+  pool_take();
   heap_pool_locked(heap);
   HZ_SHARED_ADD(heaps_live, -1);
   HZ_SHARED_ADD(threads_exited, 1);
   if (heaps_live == 0) pthread_cond_signal(&purge_wake);
-  hz_unlock(&pool_lock);
+  pool_give();
 }
 
 static void fork_prepare(void) {
@@ -481,10 +512,10 @@ hz_heap_t *hz_thread_attach(void) {
   hz_heap_tls = heap;
   install_hooks();
   pthread_setspecific(thread_key, heap);
-  hz_lock(&pool_lock);
+  pool_take();
   HZ_SHARED_ADD(heaps_live, 1);
   bool threaded = ++heaps_bound >= 2;
-  hz_unlock(&pool_lock);
+  pool_give();
   if (threaded &&
       !atomic_load_explicit(&purge_thread_started, memory_order_relaxed))
     purge_thread_start();
@@ -502,9 +533,9 @@ static hz_heap_t *thread_rebind_exiting(void) {
   if (heap == NULL) return NULL;
   hz_heap_tls = heap;
   pthread_setspecific(thread_key, heap);
-  hz_lock(&pool_lock);
+  pool_take();
   HZ_SHARED_ADD(heaps_live, 1);
-  hz_unlock(&pool_lock);
+  pool_give();
   return heap;
 }
 
@@ -601,9 +632,9 @@ void *hz_thread_malloc_unattached(size_t size) {
   void *p = hz_thread_malloc_slow(size, heap);
   if (thread_exiting) {
     hz_heap_flush(heap);
-    hz_lock(&pool_lock);
+    pool_take();
     heap_pool_locked(heap);
-    hz_unlock(&pool_lock);
+    pool_give();
   }
   return p;
 }
@@ -635,8 +666,8 @@ void hz_thread_locks_taken(uint64_t *pool, uint64_t *collect) {
 /* ---------------------------------------------------------------------------
  * fork
  * ------------------------------------------------------------------------- */
-void hz_heap_fork_prepare(void) { hz_lock(&pool_lock); }
-void hz_heap_fork_parent(void) { hz_unlock(&pool_lock); }
+void hz_heap_fork_prepare(void) { pool_take(); }
+void hz_heap_fork_parent(void) { pool_give(); }
 
 /* Heaps of threads that do not exist in the child may have been in the
  * middle of a change (their owner, or a reclaim, works without the pool
@@ -645,6 +676,7 @@ void hz_heap_fork_parent(void) { hz_unlock(&pool_lock); }
  * pool lock was held across fork). */
 void hz_heap_fork_child(hz_heap_t *survivor) {
   hz_lock_reinit(&pool_lock);
+  pool_held = false;
   for (hz_heap_t *heap = heaps_all.first; heap != NULL; heap = heap->next_all) {
     bool pooled = heap->state == HZ_HEAP_POOLED && pool_contains_locked(heap);
     if (heap != survivor && heap->state != HZ_HEAP_EMPTY && !pooled)
@@ -660,7 +692,7 @@ void hz_thread_summarize(hz_heap_summary_t *out) {
   memset(out, 0, sizeof *out);
   if (hz_heap_tls != &hz_heap_empty) hz_heap_publish_all(hz_heap_tls);
   hz_lock(&collect_lock);
-  hz_lock(&pool_lock);
+  pool_take();
   *out = retired_counts;
   for (hz_heap_t *heap = heaps_all.first; heap != NULL; heap = heap->next_all) {
     hz_heap_summarize_one(heap, out);
@@ -668,7 +700,7 @@ void hz_thread_summarize(hz_heap_summary_t *out) {
   }
   out->heaps_total = heaps_made;
   out->heaps_retired = heaps_retired;
-  hz_unlock(&pool_lock);
+  pool_give();
   hz_segment_summarize(&out->pages_in_use, &out->blocks_live, &out->bytes_live,
                        &out->blocks_free_on_pages);
   hz_cpu_cache_stats(&out->front);
