@@ -216,10 +216,21 @@ void hz_cpu_cache_init(void) {
 /* ---------------------------------------------------------------------------
  * Batches to and from the heap
  * ------------------------------------------------------------------------- */
+/* Word 1 at 0 is what the first copy's way out left: a double free. Any
+ * other value was written there after the free, or into the block the
+ * first copy became: which, nobody can tell. */
+void hz_cpu_unmarked(const void *p) {
+  const hz_page_t *page = hz_segment_block_page(p);
+  const char *what = ((const uintptr_t *)p)[1] == 0
+                         ? "double free"
+                         : "double free or write after free";
+  hz_check_fail(what, p, page->class_id, page->block_size);
+}
+
 static void give_back(hz_heap_t *heap, void *const *blocks, unsigned n) {
   for (unsigned i = 0; i < n; i++)
-    hz_heap_free_block(heap, hz_segment_block_page(blocks[i]),
-                       hz_cpu_unmark(blocks[i]));
+    if (hz_cpu_unmark(blocks[i]))
+      hz_heap_free_block(heap, hz_segment_block_page(blocks[i]), blocks[i]);
 }
 
 /* Push blocks[1..n) highest index first, so blocks[1] is popped next;
@@ -239,7 +250,7 @@ void *hz_cpu_refill(hz_heap_t *heap, size_t cls) {
   COUNT(depot_takes);
   note_reuse(cls);
   push_rest(heap, cls, batch, class_batch(cls));
-  return hz_cpu_unmark(batch[0]);
+  return hz_cpu_unmark(batch[0]) ? batch[0] : NULL;
 }
 
 void hz_cpu_overflow(hz_heap_t *heap, size_t cls, void *p) {

@@ -234,17 +234,29 @@ HZ_INLINE bool hz_cpu_serves(const hz_heap_t *heap, size_t cls) {
 }
 
 /* A block in a CPU cache or a depot carries a mark in its second word (its
- * address keyed by the secret): a free that finds it there frees a block
- * the caches hold already, a double free, and one block would otherwise
- * be handed to two threads. Every way out of the caches takes the mark
- * off (hz_cpu_unmark), so a block handed out never carries it. */
-HZ_INLINE bool hz_cpu_marked(const void *p) { return hz_check_is_marked(p); }
-
+ * address keyed by the secret), stored by the free that pushed it; each
+ * way out of the caches (a malloc's pop, a batch given back to the heaps)
+ * checks the mark and takes it off. A block freed twice is in the caches
+ * twice: the first copy out takes the mark, and the second, found without
+ * one, is reported and dropped instead of being handed out again. The
+ * free only stores (the line it did not read is not waited for); the
+ * check is on the malloc, which is about to hand the block out. */
 HZ_INLINE void hz_cpu_mark(void *p) { ((uintptr_t *)p)[1] = hz_check_mark(p); }
 
-HZ_INLINE void *hz_cpu_unmark(void *p) {
-  ((uintptr_t *)p)[1] = 0;
-  return p;
+/* Report a block that left the caches without its mark. */
+void hz_cpu_unmarked(const void *p) __attribute__((cold));
+
+/* Block p leaves the caches: true, its mark taken off; false when it had
+ * none (a second copy, or a block written after its free: reported, and
+ * the caller drops it). */
+HZ_INLINE bool hz_cpu_unmark(void *p) {
+  uintptr_t *w = p;
+  if (HZ_UNLIKELY(w[1] != hz_check_mark(p))) {
+    hz_cpu_unmarked(p);
+    return false;
+  }
+  w[1] = 0;
+  return true;
 }
 
 #endif

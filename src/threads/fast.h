@@ -28,8 +28,9 @@
 static HZ_NOINLINE void *hz_fast_malloc_miss(size_t size, hz_heap_t *heap,
                                              size_t cls) {
   if (hz_cpu_serves(heap, cls)) {
-    void *p = hz_cpu_pop(cls);
-    if (HZ_LIKELY(p != NULL)) return hz_cpu_unmark(p);
+    void *p;
+    while ((p = hz_cpu_pop(cls)) != NULL)
+      if (HZ_LIKELY(hz_cpu_unmark(p))) return p;
   }
   return hz_thread_malloc_slow(size, heap);
 }
@@ -75,23 +76,16 @@ HZ_INLINE void *hz_fast_malloc(size_t size) {
 }
 
 /* Another heap's plain block: with the per-CPU front end onto this CPU's
- * cache (a class it holds, a thread registered for rseq, p proved a block
- * start; a full cache makes room), else straight to the stash. A block
- * the caches hold already (marked) is freed twice: reported and dropped,
- * whatever the class's mode now, or two mallocs would hand it out. */
+ * cache, marked (a class it holds, a thread registered for rseq, p proved
+ * a block start; a full cache makes room), else straight to the stash. */
 static HZ_NOINLINE void hz_fast_free_other(hz_heap_t *heap, hz_page_t *page,
                                            void *p) {
   size_t cls = page->class_id;
-  if (hz_cpu_cache_on && hz_page_is_block(page, p, page->reserved)) {
-    if (HZ_UNLIKELY(hz_cpu_marked(p))) {
-      hz_check_fail("double free", p, page->class_id, page->block_size);
-      return;
-    }
-    if (hz_cpu_mode[cls] == HZ_CPU_CLASS_CACHED && hz_cpu_registered()) {
-      hz_cpu_mark(p);
-      if (HZ_UNLIKELY(!hz_cpu_push(cls, p))) hz_cpu_overflow(heap, cls, p);
-      return;
-    }
+  if (hz_cpu_mode[cls] == HZ_CPU_CLASS_CACHED && hz_cpu_registered() &&
+      hz_page_is_block(page, p, page->reserved)) {
+    hz_cpu_mark(p);
+    if (HZ_UNLIKELY(!hz_cpu_push(cls, p))) hz_cpu_overflow(heap, cls, p);
+    return;
   }
   hz_heap_free_remote_plain(heap, page, p);
 }
