@@ -246,16 +246,20 @@ HZ_INLINE void hz_cpu_mark(void *p) { ((uintptr_t *)p)[1] = hz_check_mark(p); }
 /* Report a block that left the caches without its mark. */
 void hz_cpu_unmarked(const void *p) __attribute__((cold));
 
+/* Block p, leaving the caches, carries its mark. */
+HZ_INLINE bool hz_cpu_marked(const void *p) {
+  return ((const uintptr_t *)p)[1] == hz_check_mark(p);
+}
+
 /* Block p leaves the caches: true, its mark taken off; false when it had
  * none (a second copy, or a block written after its free: reported, and
  * the caller drops it). */
 HZ_INLINE bool hz_cpu_unmark(void *p) {
-  uintptr_t *w = p;
-  if (HZ_UNLIKELY(w[1] != hz_check_mark(p))) {
+  if (HZ_UNLIKELY(!hz_cpu_marked(p))) {
     hz_cpu_unmarked(p);
     return false;
   }
-  w[1] = 0;
+  ((uintptr_t *)p)[1] = 0;
   return true;
 }
 

@@ -20,6 +20,15 @@
 #include "sizeclass.h"
 #include "thread.h"
 
+/* A block popped from a CPU cache had no mark: reported and dropped, the
+ * slow path serves the malloc. Apart (a tail call), so that the miss saves
+ * no register on its way to the slow path. */
+static HZ_NOINLINE void *hz_fast_malloc_unmarked(size_t size, hz_heap_t *heap,
+                                                 void *p) {
+  hz_cpu_unmarked(p);
+  return hz_thread_malloc_slow(size, heap);
+}
+
 /* The bin is empty: with the per-CPU front end, this CPU's cache of the
  * class first (blocks other threads freed here), then the slow path. Out
  * of line, like hz_fast_free_other: inlined, the sections' registers cost
@@ -28,9 +37,13 @@
 static HZ_NOINLINE void *hz_fast_malloc_miss(size_t size, hz_heap_t *heap,
                                              size_t cls) {
   if (hz_cpu_serves(heap, cls)) {
-    void *p;
-    while ((p = hz_cpu_pop(cls)) != NULL)
-      if (HZ_LIKELY(hz_cpu_unmark(p))) return p;
+    void *p = hz_cpu_pop(cls);
+    if (HZ_LIKELY(p != NULL)) {
+      if (HZ_UNLIKELY(!hz_cpu_marked(p)))
+        return hz_fast_malloc_unmarked(size, heap, p);
+      ((uintptr_t *)p)[1] = 0;
+      return p;
+    }
   }
   return hz_thread_malloc_slow(size, heap);
 }
