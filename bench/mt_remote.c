@@ -17,7 +17,10 @@
  * the 128 KiB lane). Hence backpressure: once the next thread is
  * min(1024, RING/2) hand-offs behind, the producer naps (20 us at a time,
  * still draining its own ring) until the backlog drops, giving up after
- * 50 ms. Naps are counted as stalls=. Blocks waiting in rings are live
+ * 50 ms. Naps are counted as stalls=. BENCH_NO_BACKPRESSURE=1 drops it: a
+ * producer never waits, as in programs with unbounded queues (thread pools,
+ * log pipelines), and with many threads on few CPUs the live set swings
+ * by up to RING blocks a ring. Blocks waiting in rings are live
  * memory beyond the slots, and how many wait depends on the scheduling:
  * inflight_peak= adds up the most each ring was seen holding (sampled
  * every 256 hand-offs), to read peak RSS against. Threads are also pinned
@@ -60,6 +63,8 @@ static const char usage[] =
     "50 ms) until it catches up; naps are reported as stalls=.\n"
     "inflight_peak= is the sum over rings of the most blocks each held\n"
     "(sampled every 256 hand-offs): live memory beyond the slots.\n"
+    "BENCH_NO_BACKPRESSURE=1 in the environment: producers never wait (a\n"
+    "program with unbounded queues); a ring holds up to RING blocks.\n"
     "Threads are pinned round-robin to the allowed CPUs (BENCH_NO_PIN=1 in\n"
     "the environment turns that off). Slots start about half full (warm-up,\n"
     "untimed). Seeds are fixed per thread.\n"
@@ -234,7 +239,8 @@ static void *worker(void *arg) {
     } else {
       slots[s] = NULL;
       if ((r >> 32) % 100 < rpct) {
-        if (ring_backlog(tx, soft) >= soft) stalls += stall(tx, rx, &drained);
+        if (soft != 0 && ring_backlog(tx, soft) >= soft)
+          stalls += stall(tx, rx, &drained);
         if (ring_push(tx, p)) {
           if (++remote % BACKLOG_SAMPLE == 0) {
             uint64_t b = ring_backlog_exact(tx);
@@ -298,6 +304,8 @@ int main(int argc, char **argv) {
   g.ring = (uint64_t)ring;
   g.soft = g.ring < 2 ? g.ring : g.ring / 2;
   if (g.soft > SOFT_MAX) g.soft = SOFT_MAX;
+  const char *free_run = getenv("BENCH_NO_BACKPRESSURE");
+  if (free_run != NULL && strcmp(free_run, "1") == 0) g.soft = 0;
 
   /* Cache-line aligned worker array carved out of a malloc'd block. */
   size_t wbytes = sizeof(worker_t) * (size_t)threads + CACHE_LINE;

@@ -67,6 +67,16 @@ MT_EST = 0.6  # seconds per run at MT_OPS (estimate used for the budget)
 # repeats every cell with the benchmark pinning its threads round-robin to
 # the CPUs (case ids ending in /pinned).
 MT_UNPINNED_ENV = {"BENCH_NO_PIN": "1"}
+# The regime without back-pressure: producers never wait for their
+# consumers (programs with unbounded queues), so with many threads on few
+# CPUs a ring fills while its consumer is off the CPU and the live set
+# swings by hundreds of MiB. Its cells (case ids ending in /nobp, threads
+# unpinned, in --full; select them with --filter nobp): these lanes, R and
+# thread counts.
+MT_FREE_RUN_ENV = {"BENCH_NO_PIN": "1", "BENCH_NO_BACKPRESSURE": "1"}
+MT_FREE_RUN_LANES = ["main", "cross128"]
+MT_FREE_RUN_R = [50, 90]
+MT_FREE_RUN_THREADS = [4, 16]
 
 # Every other benchmark: one row per case (arguments as in each program's
 # --help). It(n) marks the iteration argument that --scale multiplies.
@@ -180,17 +190,20 @@ APPS_PROGRAMS = {"sqlite": ("sqlite3", "sqlite3"), "python": ("python3", "python
 # ============================================================================
 
 
-def mt_remote_case(lane, lo, hi, r, t, pinned):
+def mt_remote_case(lane, lo, hi, r, t, pinned, free_run=False):
     iters = max(1, MT_OPS[lane][r] // t)
-    default = t in MT_THREADS_DEFAULT and not pinned
+    default = t in MT_THREADS_DEFAULT and not pinned and not free_run
+    suffix = "/pinned" if pinned else "/nobp" if free_run else ""
+    params = {"lane": lane, "R": r, "T": t, "size": "%d-%d" % (lo, hi),
+              "iters": It(iters), "ws": MT_WS, "ring": MT_RING,
+              "pinned": "yes" if pinned else "no"}
+    if free_run:
+        params["backpressure"] = "no"
+    env = None if pinned else MT_FREE_RUN_ENV if free_run else MT_UNPINNED_ENV
     return Case(
-        "mt_remote", "%s/R%d/T%d%s" % (lane, r, t, "/pinned" if pinned else ""),
+        "mt_remote", "%s/R%d/T%d%s" % (lane, r, t, suffix),
         [t, It(iters), MT_WS, lo, hi, r, MT_RING], MT_EST,
-        {"full"} | ({"default"} if default else set()),
-        params={"lane": lane, "R": r, "T": t, "size": "%d-%d" % (lo, hi),
-                "iters": It(iters), "ws": MT_WS, "ring": MT_RING,
-                "pinned": "yes" if pinned else "no"},
-        env=None if pinned else MT_UNPINNED_ENV)
+        {"full"} | ({"default"} if default else set()), params=params, env=env)
 
 
 def build_cases():
@@ -200,6 +213,11 @@ def build_cases():
             for r in MT_R:
                 for t in MT_THREADS_FULL:
                     cases.append(mt_remote_case(lane, lo, hi, r, t, pinned))
+    for lane in MT_FREE_RUN_LANES:
+        lo, hi = MT_LANES[lane]
+        for r in MT_FREE_RUN_R:
+            for t in MT_FREE_RUN_THREADS:
+                cases.append(mt_remote_case(lane, lo, hi, r, t, False, True))
     for bench, variant, args, est, dflt in OTHER:
         cases.append(Case(bench, variant, args, est,
                           {"full"} | ({"default"} if dflt else set())))

@@ -64,7 +64,8 @@ def _fail_label(d):
 
 
 def chart_mt_remote(plt, outdir, items, names, colors, runs):
-    items = [t for t in items if t[0].params.get("pinned") != "yes"]
+    items = [t for t in items if t[0].params.get("pinned") != "yes"
+             and t[0].params.get("backpressure") != "no"]
     lanes = [l for l in MT_LANES if any(c.params.get("lane") == l for c, _, _ in items)]
     rs = [r for r in MT_R if any(c.params.get("R") == r for c, _, _ in items)]
     if not lanes or not rs:
