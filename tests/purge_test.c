@@ -44,7 +44,7 @@
 #define MAX_SIZE      MiB
 #define RSS_SLACK     (32 * MiB)
 #define DELAY_SLACK   (16 * MiB)
-#define DELAY_WAIT_MS 2000
+#define DELAY_WAIT_MS 10000 /* a poll: ends as soon as RSS is down */
 #define CHURN_THREADS 2000
 #define CHURN_PEAK    (64 * MiB)
 #define SMALL_MAX     ((size_t)256 << 10) /* largest size-class block */
