@@ -43,7 +43,7 @@ void hz_check_freeing(void *block, unsigned cls, size_t size) {
   if (!HZ_SECURE) return;
   if (hz_check_is_marked(block)) hz_check_fail("double free", block, cls, size);
   if (hz_check_zero_on_free) memset(block, 0, size);
-  ((uintptr_t *)block)[1] = hz_check_mark(block);
+  hz_check_set_mark(block);
 }
 
 void *hz_check_unmarked(void *block, unsigned cls) {

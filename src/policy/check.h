@@ -88,7 +88,9 @@ HZ_INLINE void *hz_check_decode(const void *holder, const void *word) {
 }
 
 /* ---------------------------------------------------------------------------
- * Free marks (secure only; no-ops in release)
+ * Free marks: the secure variants mark every free block (the functions
+ * below that take a free or hand a block out are no-ops in release); the
+ * release library's per-CPU caches mark the blocks they hold.
  * ------------------------------------------------------------------------- */
 HZ_INLINE uintptr_t hz_check_mark(const void *block) {
   return (uintptr_t)block ^ hz_check_secret.mark;
@@ -97,6 +99,12 @@ HZ_INLINE uintptr_t hz_check_mark(const void *block) {
 HZ_INLINE bool hz_check_is_marked(const void *block) {
   return ((const uintptr_t *)block)[1] == hz_check_mark(block);
 }
+
+HZ_INLINE void hz_check_set_mark(void *block) {
+  ((uintptr_t *)block)[1] = hz_check_mark(block);
+}
+
+HZ_INLINE void hz_check_clear_mark(void *block) { ((uintptr_t *)block)[1] = 0; }
 
 /* A user frees `block` (a block start of class cls): catch a double free,
  * zero it if asked, mark it. The caller then bins or lists it. */
@@ -108,10 +116,9 @@ void hz_check_freeing(void *block, unsigned cls, size_t size);
  * hz_check_freeing. */
 HZ_INLINE bool hz_check_freeing_fast(void *block) {
   if (!HZ_SECURE) return true;
-  uintptr_t mark = hz_check_mark(block);
-  uintptr_t *w = block;
-  if (HZ_UNLIKELY((w[1] == mark) | hz_check_zero_on_free)) return false;
-  w[1] = mark;
+  if (HZ_UNLIKELY(hz_check_is_marked(block) | hz_check_zero_on_free))
+    return false;
+  hz_check_set_mark(block);
   return true;
 }
 
@@ -123,7 +130,7 @@ HZ_INLINE void *hz_check_handing_out(void *block, unsigned cls) {
   if (!HZ_SECURE) return block;
   if (HZ_UNLIKELY(!hz_check_is_marked(block)))
     return hz_check_unmarked(block, cls);
-  ((uintptr_t *)block)[1] = 0;
+  hz_check_clear_mark(block);
   return block;
 }
 

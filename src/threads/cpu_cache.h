@@ -240,26 +240,21 @@ HZ_INLINE bool hz_cpu_serves(const hz_heap_t *heap, size_t cls) {
  * twice: the first copy out takes the mark, and the second, found without
  * one, is reported and dropped instead of being handed out again. The
  * free only stores (the line it did not read is not waited for); the
- * check is on the malloc, which is about to hand the block out. */
-HZ_INLINE void hz_cpu_mark(void *p) { ((uintptr_t *)p)[1] = hz_check_mark(p); }
+ * check is on the malloc, which is about to hand the block out. The mark
+ * is check's free mark (hz_check_set_mark, hz_check_is_marked). */
 
 /* Report a block that left the caches without its mark. */
 void hz_cpu_unmarked(const void *p) __attribute__((cold));
-
-/* Block p, leaving the caches, carries its mark. */
-HZ_INLINE bool hz_cpu_marked(const void *p) {
-  return ((const uintptr_t *)p)[1] == hz_check_mark(p);
-}
 
 /* Block p leaves the caches: true, its mark taken off; false when it had
  * none (a second copy, or a block written after its free: reported, and
  * the caller drops it). */
 HZ_INLINE bool hz_cpu_unmark(void *p) {
-  if (HZ_UNLIKELY(!hz_cpu_marked(p))) {
+  if (HZ_UNLIKELY(!hz_check_is_marked(p))) {
     hz_cpu_unmarked(p);
     return false;
   }
-  ((uintptr_t *)p)[1] = 0;
+  hz_check_clear_mark(p);
   return true;
 }
 

@@ -39,9 +39,9 @@ static HZ_NOINLINE void *hz_fast_malloc_miss(size_t size, hz_heap_t *heap,
   if (hz_cpu_serves(heap, cls)) {
     void *p = hz_cpu_pop(cls);
     if (HZ_LIKELY(p != NULL)) {
-      if (HZ_UNLIKELY(!hz_cpu_marked(p)))
+      if (HZ_UNLIKELY(!hz_check_is_marked(p)))
         return hz_fast_malloc_unmarked(size, heap, p);
-      ((uintptr_t *)p)[1] = 0;
+      hz_check_clear_mark(p);
       return p;
     }
   }
@@ -96,7 +96,7 @@ static HZ_NOINLINE void hz_fast_free_other(hz_heap_t *heap, hz_page_t *page,
   size_t cls = page->class_id;
   if (hz_cpu_mode[cls] == HZ_CPU_CLASS_CACHED && hz_cpu_registered() &&
       hz_page_is_block(page, p, page->reserved)) {
-    hz_cpu_mark(p);
+    hz_check_set_mark(p);
     if (HZ_UNLIKELY(!hz_cpu_push(cls, p))) hz_cpu_overflow(heap, cls, p);
     return;
   }
