@@ -11,6 +11,6 @@ set(HZ_CORE_FILES
   memory/page.c memory/arena.c memory/segment.c memory/large.c
   memory/purge.c memory/guard.c
   threads/remote.c threads/heap_owner.c threads/heap.c threads/heap_free.c
-  threads/heap_collect.c threads/cpu_cache.c threads/thread.c
+  threads/heap_collect.c threads/cpu_cache.c threads/central.c threads/thread.c
   surface/api.c surface/cxx.c)
 set(HZ_OVERRIDE_FILES surface/override.c)

@@ -83,6 +83,7 @@ static uint32_t class_batch(size_t cls) { return class_stack(cls) / 2; }
 #define BYPASS_AFTER 16 /* batches back to the heaps before judging */
 
 uint8_t hz_cpu_mode[HZ_CLASS_COUNT];
+static bool shared_pages; /* the last round's `shared` (rejudge) */
 static uint32_t class_spills[HZ_CPU_CLASSES], class_reuses[HZ_CPU_CLASSES];
 
 static void note_reuse(size_t cls) {
@@ -90,6 +91,7 @@ static void note_reuse(size_t cls) {
 }
 
 static void note_spill(size_t cls) {
+  if (shared_pages) return; /* their blocks go home to one heap, no order */
   uint32_t spills = __atomic_add_fetch(&class_spills[cls], 1, __ATOMIC_RELAXED);
   if (spills < BYPASS_AFTER ||
       spills <= 2 * __atomic_load_n(&class_reuses[cls], __ATOMIC_RELAXED))
@@ -128,9 +130,15 @@ static uint8_t class_mode(int cls, bool crowded, bool churn) {
   return HZ_CPU_CLASS_CACHED;
 }
 
-bool hz_cpu_cache_rejudge(size_t threads, size_t exits) {
+bool hz_cpu_crowded(size_t threads) {
+  return hz_cpu_cache_on &&
+         threads > (size_t)cache_count * WIDE_THREADS_PER_CPU;
+}
+
+bool hz_cpu_cache_rejudge(size_t threads, size_t exits, bool shared) {
   if (!hz_cpu_cache_on) return false;
-  bool crowded = threads > (size_t)cache_count * WIDE_THREADS_PER_CPU;
+  bool crowded = hz_cpu_crowded(threads) && !shared;
+  __atomic_store_n(&shared_pages, shared, __ATOMIC_RELAXED);
   bool churn = churning(threads, exits);
   bool went_off = false;
   if (churn) COUNT(churn_rounds);

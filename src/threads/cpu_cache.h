@@ -84,11 +84,16 @@ void *hz_cpu_refill(hz_heap_t *heap, size_t cls);
 /* This CPU's cache of class `cls` was found full when block p was freed:
  * a batch of it to the depot, else back to the heaps, then p in. */
 void hz_cpu_overflow(hz_heap_t *heap, size_t cls, void *p);
+/* More threads hold a heap than WIDE_THREADS_PER_CPU a CPU (cpu_cache.c):
+ * the program is crowded (false without the front end). */
+bool hz_cpu_crowded(size_t threads);
 /* Look at every class afresh, `threads` threads holding a heap now and
  * `exits` threads gone since the last look: the purge thread's rounds.
- * True when a class just went off (crowded, threads exiting): what the
- * caches hold is to go home (hz_cpu_cache_drain). */
-bool hz_cpu_cache_rejudge(size_t threads, size_t exits);
+ * `shared`: the crowded program's small blocks come from the shared pages
+ * (central box), whose blocks every class caches. True when a class just
+ * went off (crowded, threads exiting): what the caches hold is to go home
+ * (hz_cpu_cache_drain). */
+bool hz_cpu_cache_rejudge(size_t threads, size_t exits, bool shared);
 /* Empty every CPU cache and depot into the calling thread's heap (trim,
  * an idle process). */
 void hz_cpu_cache_drain(hz_heap_t *heap);

@@ -200,7 +200,9 @@ void hz_heap_retire_page(hz_heap_t *heap, hz_page_t *page) {
  * back, and one whose memory goes (a phase ends, a burst is freed) gives
  * it back as it goes. */
 static size_t heap_empty_budget(const hz_heap_t *heap) {
-  size_t share = heap->busy_bytes * HZ_HEAP_EMPTY_RATIO;
+  size_t share = heap->state == HZ_HEAP_SHARED
+                     ? heap->busy_bytes / HZ_HEAP_SHARED_EMPTY_DIVISOR
+                     : heap->busy_bytes * HZ_HEAP_EMPTY_RATIO;
   return share > HZ_HEAP_EMPTY_BYTES ? share : HZ_HEAP_EMPTY_BYTES;
 }
 
@@ -279,6 +281,16 @@ HZ_INLINE void heap_page_returned(hz_heap_t *heap, hz_page_t *page,
   if (page->tally->used == 0) heap_page_emptied(heap, page);
 }
 
+/* A block of the shared pages (central box) leaves a bin: home through
+ * the stash, as another thread's free would send it; the shared pages'
+ * owner sets its bit under its lock. */
+static HZ_NOINLINE void heap_send_home(hz_heap_t *heap, hz_page_t *page,
+                                       hz_block_t *block) {
+  unsigned published = hz_remote_stash(
+      &heap->stash, &hz_page_heap(page)->inbox, block, page->block_size);
+  if (published != 0) HZ_SHARED_ADD(heap->stats.batches_published, published);
+}
+
 /* Put a block of ours (a block start) back on its page; with `uncarve`,
  * the page's last carved block is carved again later instead
  * (hz_page_uncarve). A block whose bit is set already was freed twice:
@@ -293,8 +305,18 @@ HZ_INLINE void page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block,
   heap_page_returned(heap, page, 1);
 }
 
+/* A block of a bin goes back: onto its page, or, a block of the shared
+ * pages in a heap that took some, home through the stash. */
+HZ_INLINE void bin_block_put(hz_heap_t *heap, hz_page_t *page,
+                             hz_block_t *block, bool uncarve) {
+  if (HZ_UNLIKELY(heap->took_shared) && hz_page_heap(page) != heap)
+    heap_send_home(heap, page, block);
+  else
+    page_put(heap, page, block, uncarve);
+}
+
 void hz_heap_page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
-  page_put(heap, page, block, false);
+  bin_block_put(heap, page, block, false);
 }
 
 static size_t bin_capacity_of(const hz_bin_t *bin) {
@@ -303,8 +325,14 @@ static size_t bin_capacity_of(const hz_bin_t *bin) {
 
 HZ_INLINE void bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n,
                          bool uncarve) {
-  for (size_t i = 0; i < n; i++)
-    page_put(heap, hz_segment_block_page(bin->base[i]), bin->base[i], uncarve);
+  if (HZ_UNLIKELY(heap->took_shared))
+    for (size_t i = 0; i < n; i++)
+      bin_block_put(heap, hz_segment_block_page(bin->base[i]), bin->base[i],
+                    uncarve);
+  else
+    for (size_t i = 0; i < n; i++)
+      page_put(heap, hz_segment_block_page(bin->base[i]), bin->base[i],
+               uncarve);
   size_t left = hz_bin_count(bin) - n;
   memmove(bin->base, bin->base + n, left * sizeof bin->base[0]);
   bin->top = bin->base + left;
@@ -565,7 +593,7 @@ HZ_INLINE uint32_t page_room(const hz_page_t *page) {
  * empty and go back, and memory held tracks memory live. Pages with
  * nothing left move to `full`. A fresh page is cut only when no page has
  * room. */
-static hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls) {
+HZ_INLINE hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls) {
   hz_page_queue_t *q = &heap->queues[cls];
   hz_page_t *page = q->first;
   if (HZ_LIKELY(page != NULL && hz_page_has_room(page))) return page;
@@ -599,13 +627,11 @@ static hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls) {
  * software prefetch of each block for writing bought nothing measurable on
  * batch_queue, random_mixed, string_builder or json, 5 runs each. Both
  * were dropped.) False if out of memory. */
-static bool heap_refill(hz_heap_t *heap, uint8_t cls) {
-  hz_bin_t *bin = &heap->bins[cls];
-  HZ_ASSERT(bin->top == bin->base);
+HZ_INLINE uint32_t heap_refill(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
+                            uint32_t want) {
   hz_page_t *page = heap_find_page(heap, cls);
-  if (page == NULL) return false;
-  uint32_t taken =
-      hz_page_take(page, bin->top, (uint32_t)(bin_capacity_of(bin) / 2));
+  if (page == NULL) return 0;
+  uint32_t taken = hz_page_take(page, bin->top, want);
   HZ_ASSERT(taken > 0);
   heap_reverse(bin->top, taken);
   bin->top += taken;
@@ -614,7 +640,7 @@ static bool heap_refill(hz_heap_t *heap, uint8_t cls) {
   if (page->tally->used == 0) heap->busy_bytes += hz_page_area(page);
   HZ_SHARED_SET(page->tally->used, (uint16_t)(page->tally->used + taken));
   hz_page_check(page);
-  return true;
+  return taken;
 }
 
 /* The block the countdown reached 0 on (it is counted): the profiler
@@ -655,7 +681,31 @@ static void heap_age_empty(hz_heap_t *heap, uint8_t cls) {
     hz_heap_retire_page(heap, last);
 }
 
-void *hz_heap_malloc_small(hz_heap_t *heap, size_t size) {
+/* The bin of `cls` is empty: fill it half way from the heap's own pages,
+ * or whole from the shared pages of `shared` (the central box's heap), from
+ * as many pages as it takes, under `lock`, taken once a bin. The shared heap
+ * counts as active, takes its inbox home first and ages its kept pages, as
+ * an owner's slow path does. */
+HZ_INLINE bool heap_fill_bin(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
+                          hz_heap_t *shared, hz_lock_t *lock) {
+  HZ_ASSERT(bin->top == bin->base);
+  uint32_t room = (uint32_t)bin_capacity_of(bin);
+  if (shared == NULL) return heap_refill(heap, bin, cls, room / 2) != 0;
+  heap->took_shared = true;
+  hz_lock(lock);
+  uint32_t n = atomic_load_explicit(&shared->activity, memory_order_relaxed);
+  atomic_store_explicit(&shared->activity, n + 1, memory_order_relaxed);
+  if (hz_heap_has_incoming(shared)) hz_heap_drain_inbox(shared);
+  heap_age_empty(shared, cls);
+  uint32_t taken = 0, got;
+  while (taken < room && (got = heap_refill(shared, bin, cls, room - taken)))
+    taken += got;
+  hz_unlock(lock);
+  return taken != 0;
+}
+
+HZ_INLINE void *heap_malloc(hz_heap_t *heap, size_t size, hz_heap_t *shared,
+                         hz_lock_t *lock) {
   hz_heap_enter(heap);
   HZ_SHARED_ADD(heap->stats.slow_mallocs, 1);
   uint8_t cls = hz_sizeclass_of(size);
@@ -673,7 +723,7 @@ void *hz_heap_malloc_small(hz_heap_t *heap, size_t size) {
   if (hz_heap_has_incoming(heap)) hz_heap_drain_inbox(heap);
   void *block = NULL;
   heap_age_empty(heap, cls);
-  if (bin->top != bin->base || heap_refill(heap, cls)) {
+  if (bin->top != bin->base || heap_fill_bin(heap, bin, cls, shared, lock)) {
     bin->sample_left--;
     block = hz_bin_take(bin, bin->top, cls);
     hz_heap_publish_counts(heap, cls, false);
@@ -682,4 +732,13 @@ void *hz_heap_malloc_small(hz_heap_t *heap, size_t size) {
   if (HZ_UNLIKELY(bin->sample_left == 0) && block != NULL)
     return heap_sampled(heap, block, size);
   return block;
+}
+
+void *hz_heap_malloc_small(hz_heap_t *heap, size_t size) {
+  return heap_malloc(heap, size, NULL, NULL);
+}
+
+void *hz_heap_malloc_shared(hz_heap_t *heap, size_t size, hz_heap_t *shared,
+                            hz_lock_t *lock) {
+  return heap_malloc(heap, size, shared, lock);
 }

@@ -27,6 +27,7 @@
 
 #include "check.h"
 #include "config.h"
+#include "lock.h"
 #include "page.h"
 #include "remote.h"
 #include "segment.h"
@@ -42,6 +43,7 @@ typedef enum {
   HZ_HEAP_EMPTY,    /* the constant heap of threads without one */
   HZ_HEAP_LIVE,     /* bound to a running thread */
   HZ_HEAP_POOLED,   /* waiting in the pool for a thread */
+  HZ_HEAP_SHARED,   /* the shared pages of crowded programs (central box) */
   HZ_HEAP_ABANDONED /* left behind in a fork child; never used again */
 } hz_heap_state_t;
 
@@ -61,6 +63,10 @@ typedef enum {
 #define HZ_HEAP_EMPTY_BYTES ((size_t)4 << 20)
 #define HZ_HEAP_EMPTY_RATIO 2
 #define HZ_HEAP_EMPTY_AGE   4096u
+/* The shared pages (one heap for every thread of a crowded program) keep
+ * empty pages up to a quarter of their pages in use: their ups and downs
+ * are the whole program's, which even out across its threads. */
+#define HZ_HEAP_SHARED_EMPTY_DIVISOR 4
 
 /* Bin capacity: HZ_BIN_SLOTS blocks (64: a refill takes half, 32 blocks
  * from one page's bitmap; with 32 slots hot_pair 16-1024 B random cost
@@ -154,6 +160,7 @@ typedef struct hz_heap_s {
   _Atomic uint32_t activity;         /* owner slow paths so far */
   _Atomic uintptr_t collector;       /* claiming collector's token, or 0 */
   bool bins_stolen;                  /* a collector raised some bin's base */
+  bool took_shared; /* its bins took blocks of the shared pages (central) */
   uint32_t collect_seen;  /* collector's: activity when it last looked */
   uint64_t idle_since_ms; /* collector's: when it saw that activity first */
   bool collect_clean;     /* collector's: nothing left after a full one */
@@ -170,6 +177,12 @@ HZ_INLINE hz_heap_t *hz_heap_current(void) { return hz_heap_tls; }
 /* A small block from the heap's bins and pages (refilling them), or NULL
  * when out of memory. */
 void *hz_heap_malloc_small(hz_heap_t *heap, size_t size);
+/* The same, with the bin of the class filled (when empty) from the pages
+ * of `shared`, a heap no thread owns (the central box's), under `lock`;
+ * the thread's heap takes its blocks like its own and sends them home
+ * like another heap's. */
+void *hz_heap_malloc_shared(hz_heap_t *heap, size_t size, hz_heap_t *shared,
+                            hz_lock_t *lock);
 /* Every free the fast path did not finish. For the empty heap (a thread
  * without one) it returns the block to give a heap; otherwise NULL. */
 struct hz_block_s *hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg,
@@ -272,6 +285,9 @@ typedef enum { HZ_BINS_KEEP, HZ_BINS_BELOW_TOP, HZ_BINS_ALL } hz_bins_take_t;
  * its bins. With `purge` also the memory of free blocks in pages still in
  * use. */
 void hz_heap_collect(hz_heap_t *heap, bool purge, hz_bins_take_t bins);
+/* Blocks wait in the inbox (a collector may ask before it claims the
+ * heap). */
+bool hz_heap_has_incoming(const hz_heap_t *heap);
 /* A thread that adopts a pooled heap waits here until no collector has it. */
 void hz_heap_wait_unclaimed(hz_heap_t *heap);
 void hz_heap_release_claim(hz_heap_t *heap);

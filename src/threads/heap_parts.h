@@ -14,7 +14,7 @@ HZ_INLINE bool hz_heap_page_is_retired(const hz_page_t *page) {
 }
 
 /* From heap.c, for the box's other files. */
-/* Put a block of ours (a block start) back on its page. */
+/* Put a block of a bin back: on its page, or home (the shared pages). */
 void hz_heap_page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block);
 /* Return the `n` oldest blocks of a bin to their pages. */
 void hz_heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n);
@@ -26,9 +26,6 @@ void hz_heap_retire_page(hz_heap_t *heap, hz_page_t *page);
 void hz_heap_spare_release(hz_heap_t *heap);
 void hz_heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always);
 void hz_heap_flush_stash(hz_heap_t *heap);
-/* Blocks wait in the inbox (a collector may ask before it claims the
- * heap). */
-bool hz_heap_has_incoming(const hz_heap_t *heap);
 /* Take the inbox home, each header's blocks onto their page. */
 void hz_heap_drain_inbox(hz_heap_t *heap);
 

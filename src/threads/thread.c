@@ -27,6 +27,7 @@
 #define _GNU_SOURCE
 #include "thread.h"
 
+#include "central.h"
 #include "cpu_cache.h"
 
 #include <errno.h>
@@ -325,6 +326,7 @@ void hz_thread_give_back_all(void) {
     hz_heap_trim(heap);
   }
   hz_thread_collect(false);
+  hz_central_collect(true);
   hz_purge_run(true);
 }
 
@@ -396,12 +398,40 @@ static void purge_drain_idle_caches(void) {
   purge_drain_caches();
 }
 
+/* Threads free each other's blocks: since the last look, at least one
+ * free in CROSS_SHARE went to another heap (as the heaps published them on
+ * their slow paths). */
+#define CROSS_SHARE 8
+
+static bool purge_frees_cross(void) {
+  static uint64_t remote_seen, frees_seen;
+  uint64_t remote = 0, frees = 0;
+  pool_take();
+  for (hz_heap_t *h = heaps_all.first; h != NULL; h = h->next_all)
+    for (int c = 1; c < HZ_CLASS_COUNT; c++) {
+      remote += HZ_SHARED_GET(h->counts[c].remote_frees);
+      frees += HZ_SHARED_GET(h->counts[c].frees);
+    }
+  pool_give();
+  uint64_t new_remote = remote - remote_seen, new_frees = frees - frees_seen;
+  remote_seen = remote, frees_seen = frees;
+  return new_remote != 0 && new_remote * CROSS_SHARE >= new_frees;
+}
+
 /* The front end's rules look at the threads holding a heap and the threads
- * that exited since the last round. */
+ * that exited since the last round. A crowded program whose threads free
+ * each other's blocks takes the shared pages, and keeps them while it is
+ * crowded: their frees all look like other heaps' then, so the share cannot
+ * be told again. */
 static void purge_rejudge_caches(void) {
   static size_t exits_seen;
   size_t exits = HZ_SHARED_GET(threads_exited);
-  if (hz_cpu_cache_rejudge(HZ_SHARED_GET(heaps_live), exits - exits_seen))
+  size_t threads = HZ_SHARED_GET(heaps_live);
+  bool shared = hz_cpu_crowded(threads) &&
+                (HZ_SHARED_GET(hz_central_on) || purge_frees_cross());
+  if (shared != HZ_SHARED_GET(hz_central_on) && !hz_central_set(shared))
+    shared = false;
+  if (hz_cpu_cache_rejudge(threads, exits - exits_seen, shared))
     purge_drain_caches();
   exits_seen = exits;
 }
@@ -419,6 +449,7 @@ static void *purge_thread_main(void *arg) {
     purge_drain_idle_caches();
     purge_rejudge_caches();
     hz_thread_collect(true);
+    hz_central_collect(false);
     hz_purge_run(false);
     hz_segment_densify();
   }
@@ -475,6 +506,7 @@ static void fork_prepare(void) {
   hz_cpu_cache_fork_prepare();
   hz_lock(&collect_lock);
   hz_heap_fork_prepare();
+  hz_central_fork_prepare(); /* after the pool: the report takes both */
   hz_segment_fork_prepare();
   hz_large_fork_prepare();
   hz_prof_fork_prepare();
@@ -486,6 +518,7 @@ static void fork_parent(void) {
   hz_prof_fork_parent();
   hz_large_fork_parent();
   hz_segment_fork_parent();
+  hz_central_fork_parent();
   hz_heap_fork_parent();
   hz_unlock(&collect_lock);
   hz_cpu_cache_fork_parent();
@@ -498,6 +531,7 @@ static void fork_child(void) {
   hz_prof_fork_child();
   hz_large_fork_child();
   hz_segment_fork_child();
+  hz_central_fork_child();
   hz_heap_fork_child(hz_heap_tls);
   hz_lock_reinit(&collect_lock);
   pthread_cond_init(&purge_wake, NULL);
@@ -584,15 +618,20 @@ void *hz_thread_large_alloc(size_t size, size_t align, bool zero) {
  * segment. */
 void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap) {
   if (heap->state == HZ_HEAP_EMPTY) return hz_thread_malloc_unattached(size);
+  bool shared = false; /* the bin refills from the shared pages */
   if (size <= HZ_CPU_BLOCK_MAX) {
     size_t cls = hz_sizeclass_of(size);
-    void *p = hz_cpu_serves(heap, cls) ? hz_cpu_refill(heap, cls) : NULL;
-    if (p != NULL) return p;
+    if (hz_cpu_serves(heap, cls)) {
+      void *p = hz_cpu_refill(heap, cls);
+      if (p != NULL) return p;
+      shared = hz_central_serves(size);
+    }
   }
   hz_purge_tick();
   if (size > HZ_SMALL_MAX) return hz_thread_large_alloc(size, 0, false);
   uint64_t pages = heap->stats.pages_acquired;
-  void *p = hz_heap_malloc_small(heap, size);
+  void *p = shared ? hz_central_malloc(heap, size)
+                   : hz_heap_malloc_small(heap, size);
   if (heap->stats.pages_acquired != pages) hz_thread_reclaim_pooled();
   return HZ_LIKELY(p != NULL) ? p : thread_retry(heap, size, 0, false);
 }
@@ -671,9 +710,11 @@ static bool pool_contains_locked(const hz_heap_t *heap) {
   return false;
 }
 
-void hz_thread_locks_taken(uint64_t *pool, uint64_t *collect) {
+void hz_thread_locks_taken(uint64_t *pool, uint64_t *collect,
+                           uint64_t *central) {
   *pool = hz_lock_taken(&pool_lock);
   *collect = hz_lock_taken(&collect_lock);
+  *central = hz_central_lock_taken();
 }
 
 /* ---------------------------------------------------------------------------
@@ -711,6 +752,7 @@ void hz_thread_summarize(hz_heap_summary_t *out) {
     hz_heap_summarize_one(heap, out);
     out->heaps_pooled += heap->state == HZ_HEAP_POOLED;
   }
+  hz_central_summarize(out);
   out->heaps_total = heaps_made;
   out->heaps_retired = heaps_retired;
   pool_give();

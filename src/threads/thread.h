@@ -39,7 +39,8 @@ void hz_thread_collect(bool idle_only);
  * the last try before a request fails). */
 void hz_thread_give_back_all(void);
 /* How often the pool lock and the collection lock were taken. */
-void hz_thread_locks_taken(uint64_t *pool, uint64_t *collect);
+void hz_thread_locks_taken(uint64_t *pool, uint64_t *collect,
+                           uint64_t *central);
 /* Summary over every heap, for the stats report. */
 void hz_thread_summarize(hz_heap_summary_t *out);
 

@@ -1,0 +1,54 @@
+/* central: the shared pages of crowded programs. While more threads hold a
+ * heap than the CPUs can run and they free each other's blocks, the bins
+ * of classes up to 32 KiB refill from one heap that no thread owns, under
+ * one lock taken once per batch (a bin's half), instead of each thread
+ * cutting pages of its own for every class. Its blocks travel home like
+ * any other heap's (per-CPU caches and depots, stashes, its inbox), and
+ * the refill that takes the lock takes the inbox home first. Memory is then
+ * bounded by the live bytes and the caches, not by the thread count: each
+ * heap's own pages empty only as its own blocks come back, while the
+ * shared pages empty as the whole program's do. The purge thread's rounds
+ * turn it on and off (thread box) and give back what it keeps idle. */
+#ifndef HZ_CENTRAL_H
+#define HZ_CENTRAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "heap.h"
+
+/* Blocks the shared pages serve: the per-CPU caches' range, through which
+ * their frees mostly travel. */
+#define HZ_CENTRAL_BLOCK_MAX 32768
+
+/* Written by the purge thread's rounds, read by the malloc slow path. */
+extern bool hz_central_on;
+
+/* The malloc of `size` bytes (slow path) refills from the shared pages. */
+HZ_INLINE bool hz_central_serves(size_t size) {
+  return __atomic_load_n(&hz_central_on, __ATOMIC_RELAXED) &&
+         size <= HZ_CENTRAL_BLOCK_MAX;
+}
+
+/* A small block for the thread of `heap`, its bin refilled from the shared
+ * pages; NULL when out of memory. */
+void *hz_central_malloc(hz_heap_t *heap, size_t size);
+/* Turn the shared pages on or off for the mallocs to come (blocks already
+ * out come home either way). False when they cannot be had (no memory for
+ * their heap). */
+bool hz_central_set(bool on);
+/* What the shared pages hold goes back: the inbox home, and with `all`
+ * (trim, or idle for HZ_IDLE_FULL_MS) every empty page and the memory of
+ * free blocks. The purge thread's rounds call it with all = false. */
+void hz_central_collect(bool all);
+/* Add the shared pages' counters to `out`. */
+void hz_central_summarize(hz_heap_summary_t *out);
+uint64_t hz_central_lock_taken(void);
+
+/* fork: the lock held across it. */
+void hz_central_fork_prepare(void);
+void hz_central_fork_parent(void);
+void hz_central_fork_child(void);
+
+#endif
