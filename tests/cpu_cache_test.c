@@ -205,12 +205,12 @@ static void drain(void) {
 static void crowded(void) {
   if (!per_cpu) return;
   size_t cpus = (size_t)sysconf(_SC_NPROCESSORS_CONF);
-  CHECK(hz_cpu_cache_rejudge(4 * cpus + 1, 0, false)); /* drain what they hold */
+  CHECK(hz_cpu_cache_rejudge(4 * cpus + 1, 0, NULL)); /* drain what they hold */
   CHECK(hz_cpu_mode[hz_sizeclass_of(256)] == HZ_CPU_CLASS_CACHED);
   CHECK(hz_cpu_mode[hz_sizeclass_of(257)] == HZ_CPU_CLASS_OFF);
   CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)] == HZ_CPU_CLASS_OFF);
-  CHECK(!hz_cpu_cache_rejudge(4 * cpus + 1, 0, false));
-  CHECK(!hz_cpu_cache_rejudge(4 * cpus, 0, false));
+  CHECK(!hz_cpu_cache_rejudge(4 * cpus + 1, 0, NULL));
+  CHECK(!hz_cpu_cache_rejudge(4 * cpus, 0, NULL));
   CHECK(hz_cpu_mode[hz_sizeclass_of(257)] == HZ_CPU_CLASS_CACHED);
   CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)] == HZ_CPU_CLASS_CACHED);
   CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX + 1)] == HZ_CPU_CLASS_OFF);
@@ -307,11 +307,11 @@ static void *chain_link(void *arg) {
 
 static void churn(void) {
   if (!per_cpu) return;
-  CHECK(hz_cpu_cache_rejudge(2, 3, false)); /* it begins */
+  CHECK(hz_cpu_cache_rejudge(2, 3, NULL)); /* it begins */
   CHECK(hz_cpu_mode[hz_sizeclass_of(16)] == HZ_CPU_CLASS_OFF);
   CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)] == HZ_CPU_CLASS_OFF);
-  CHECK(!hz_cpu_cache_rejudge(2, 3, false)); /* it goes on */
-  CHECK(!hz_cpu_cache_rejudge(2, 2, false));
+  CHECK(!hz_cpu_cache_rejudge(2, 3, NULL)); /* it goes on */
+  CHECK(!hz_cpu_cache_rejudge(2, 2, NULL));
   CHECK(hz_cpu_mode[hz_sizeclass_of(16)] == HZ_CPU_CLASS_CACHED);
 }
 

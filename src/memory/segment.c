@@ -527,7 +527,7 @@ static uint64_t page_bits(const hz_segment_t *seg, const hz_page_t *page) {
   return run_bits(first, end - first);
 }
 
-void hz_segment_page_free(hz_page_t *page) {
+static void segment_page_free(hz_page_t *page, bool now) {
   hz_segment_t *seg = hz_segment_of_page(page);
   hz_segment_set_t *set = seg->set;
   uint64_t bits = page_bits(seg, page);
@@ -544,7 +544,7 @@ void hz_segment_page_free(hz_page_t *page) {
     due = hz_segment_purge_due_from(hz_os_now_ms());
     HZ_SHARED_SET(seg->purge_due, due);
   }
-  if (hz_option(HZ_OPTION_PURGE_DELAY_MS) == 0)
+  if (now || hz_option(HZ_OPTION_PURGE_DELAY_MS) == 0)
     segment_purge_one(seg, true, false);
   hz_unlock(&seg->lock);
   purge_note_due(due);
@@ -556,6 +556,12 @@ void hz_segment_page_free(hz_page_t *page) {
   }
   set_remove(set, seg);
   segment_release(seg);
+}
+
+void hz_segment_page_free(hz_page_t *page) { segment_page_free(page, false); }
+
+void hz_segment_page_give_back(hz_page_t *page) {
+  segment_page_free(page, true);
 }
 
 void hz_segment_set_trim(hz_segment_set_t *set) {

@@ -206,6 +206,10 @@ hz_page_t *hz_segment_page_alloc(hz_segment_set_t *set, hz_page_kind_t kind);
 hz_page_t *hz_segment_page_cut(hz_segment_set_t *set, hz_page_kind_t kind);
 /* Give a page with no live block back to its segment (its set's owner). */
 void hz_segment_page_free(hz_page_t *page);
+/* The same, and its slices' memory (with every other free slice of its
+ * segment) goes back to the kernel at once, not a purge delay later: a page
+ * its heap will not cut again soon. */
+void hz_segment_page_give_back(hz_page_t *page);
 /* Give the set's empty segment back to the process (trim, collection). */
 void hz_segment_set_trim(hz_segment_set_t *set);
 hz_segment_t *hz_segment_of_page(const hz_page_t *page);

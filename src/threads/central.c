@@ -31,6 +31,8 @@ static bool central_make(void) {
   return true;
 }
 
+const hz_heap_t *hz_central_owner(void) { return central; }
+
 bool hz_central_set(bool on) {
   if (on && central == NULL && !central_make()) return false;
   __atomic_store_n(&hz_central_on, on, __ATOMIC_RELAXED);

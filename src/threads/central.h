@@ -42,6 +42,9 @@ bool hz_central_set(bool on);
  * (trim, or idle for HZ_IDLE_FULL_MS) every empty page and the memory of
  * free blocks. The purge thread's rounds call it with all = false. */
 void hz_central_collect(bool all);
+/* The heap of the shared pages, which their owner words name (NULL before
+ * the first switch on). */
+const hz_heap_t *hz_central_owner(void);
 /* Add the shared pages' counters to `out`. */
 void hz_central_summarize(hz_heap_summary_t *out);
 uint64_t hz_central_lock_taken(void);

@@ -84,6 +84,7 @@ static uint32_t class_batch(size_t cls) { return class_stack(cls) / 2; }
 
 uint8_t hz_cpu_mode[HZ_CLASS_COUNT];
 static bool shared_pages; /* the last round's `shared` (rejudge) */
+uintptr_t hz_cpu_shared_owner;
 static uint32_t class_spills[HZ_CPU_CLASSES], class_reuses[HZ_CPU_CLASSES];
 
 static void note_reuse(size_t cls) {
@@ -125,8 +126,10 @@ static bool churning(size_t threads, size_t exits) { return exits > threads; }
  * only: a malloc of it would try an empty cache and the depot before every
  * refill, mt_remote main R50/T16 0.93 of per-thread), and the caches are
  * drained once as it goes off. */
-static uint8_t class_mode(int cls, bool crowded, bool churn) {
-  if (churn || (crowded && cls >= WIDE_CLASS)) return HZ_CPU_CLASS_OFF;
+static uint8_t class_mode(int cls, bool crowded, bool churn, bool shared) {
+  if (churn) return HZ_CPU_CLASS_OFF;
+  if (shared) return HZ_CPU_CLASS_SHARED;
+  if (crowded && cls >= WIDE_CLASS) return HZ_CPU_CLASS_OFF;
   return HZ_CPU_CLASS_CACHED;
 }
 
@@ -135,15 +138,18 @@ bool hz_cpu_crowded(size_t threads) {
          threads > (size_t)cache_count * WIDE_THREADS_PER_CPU;
 }
 
-bool hz_cpu_cache_rejudge(size_t threads, size_t exits, bool shared) {
+bool hz_cpu_cache_rejudge(size_t threads, size_t exits, const void *shared) {
   if (!hz_cpu_cache_on) return false;
-  bool crowded = hz_cpu_crowded(threads) && !shared;
-  __atomic_store_n(&shared_pages, shared, __ATOMIC_RELAXED);
+  bool crowded = hz_cpu_crowded(threads);
+  __atomic_store_n(&shared_pages, shared != NULL, __ATOMIC_RELAXED);
+  if (shared != NULL)
+    __atomic_store_n(&hz_cpu_shared_owner, (uintptr_t)shared,
+                     __ATOMIC_RELAXED);
   bool churn = churning(threads, exits);
   bool went_off = false;
   if (churn) COUNT(churn_rounds);
   for (int c = 1; c < HZ_CPU_CLASSES; c++) {
-    uint8_t mode = class_mode(c, crowded, churn);
+    uint8_t mode = class_mode(c, crowded, churn, shared != NULL);
     went_off |= mode == HZ_CPU_CLASS_OFF && hz_cpu_mode[c] != mode;
     __atomic_store_n(&class_spills[c], 0, __ATOMIC_RELAXED);
     __atomic_store_n(&class_reuses[c], 0, __ATOMIC_RELAXED);

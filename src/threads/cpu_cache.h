@@ -65,9 +65,12 @@ extern bool hz_cpu_cache_on;
 typedef enum {
   HZ_CPU_CLASS_OFF,
   HZ_CPU_CLASS_CACHED,
-  HZ_CPU_CLASS_TAKE_ONLY
+  HZ_CPU_CLASS_TAKE_ONLY,
+  HZ_CPU_CLASS_SHARED /* cached, the shared pages' blocks only (central) */
 } hz_cpu_class_mode_t;
 extern uint8_t hz_cpu_mode[HZ_CLASS_COUNT];
+/* The owner word of the shared pages while classes are SHARED. */
+extern uintptr_t hz_cpu_shared_owner;
 
 extern hz_cpu_cache_t *hz_cpu_caches;
 extern long hz_cpu_id_offset; /* of mm_cid (or cpu_id) in struct rseq */
@@ -89,11 +92,13 @@ void hz_cpu_overflow(hz_heap_t *heap, size_t cls, void *p);
 bool hz_cpu_crowded(size_t threads);
 /* Look at every class afresh, `threads` threads holding a heap now and
  * `exits` threads gone since the last look: the purge thread's rounds.
- * `shared`: the crowded program's small blocks come from the shared pages
- * (central box), whose blocks every class caches. True when a class just
- * went off (crowded, threads exiting): what the caches hold is to go home
- * (hz_cpu_cache_drain). */
-bool hz_cpu_cache_rejudge(size_t threads, size_t exits, bool shared);
+ * `shared` (not NULL): the crowded program's small blocks come from the
+ * shared pages (central box) of that heap; every class caches their blocks
+ * and sends other heaps' home, whose pages then empty. True when a class
+ * just went off (crowded, threads exiting): what the caches hold is to go
+ * home (hz_cpu_cache_drain). */
+bool hz_cpu_cache_rejudge(size_t threads, size_t exits, const void *shared);
+
 /* Empty every CPU cache and depot into the calling thread's heap (trim,
  * an idle process). */
 void hz_cpu_cache_drain(hz_heap_t *heap);
@@ -236,6 +241,17 @@ HZ_INLINE bool hz_cpu_push(size_t cls, void *p) {
 HZ_INLINE bool hz_cpu_serves(const hz_heap_t *heap, size_t cls) {
   return hz_cpu_mode[cls] != HZ_CPU_CLASS_OFF && hz_cpu_registered() &&
          !hz_heap_sample_due(heap, cls);
+}
+
+/* A free of block p of `page` (another heap's, plain) may go onto the
+ * caches: its class is cached (for the shared pages' blocks only while it
+ * is SHARED) and the thread is registered for rseq. */
+HZ_INLINE bool hz_cpu_takes_free(const hz_page_t *page) {
+  uint8_t mode = hz_cpu_mode[page->class_id];
+  return (mode == HZ_CPU_CLASS_CACHED ||
+          (mode == HZ_CPU_CLASS_SHARED &&
+           hz_page_owner_word(page) == hz_cpu_shared_owner)) &&
+         hz_cpu_registered();
 }
 
 /* A block in a CPU cache or a depot carries a mark in its second word (its

@@ -94,8 +94,7 @@ HZ_INLINE void *hz_fast_malloc(size_t size) {
 static HZ_NOINLINE void hz_fast_free_other(hz_heap_t *heap, hz_page_t *page,
                                            void *p) {
   size_t cls = page->class_id;
-  if (hz_cpu_mode[cls] == HZ_CPU_CLASS_CACHED && hz_cpu_registered() &&
-      hz_page_is_block(page, p, page->reserved)) {
+  if (hz_cpu_takes_free(page) && hz_page_is_block(page, p, page->reserved)) {
     hz_check_set_mark(p);
     if (HZ_UNLIKELY(!hz_cpu_push(cls, p))) hz_cpu_overflow(heap, cls, p);
     return;

@@ -126,6 +126,10 @@ static hz_page_kind_t page_kind(const hz_page_t *page) {
  * path, which reports any free to it (all its blocks are free already). */
 static void heap_spare_push(hz_heap_t *heap, hz_page_t *page) {
   hz_page_kind_t kind = page_kind(page);
+  if (heap->shared_refills) { /* its bins take the shared pages' blocks */
+    hz_segment_page_give_back(page);
+    return;
+  }
   if (heap->spare_count[kind] >= spare_max[kind]) {
     hz_segment_page_free(page);
     return;
@@ -169,6 +173,15 @@ static bool heap_spares_free(hz_heap_t *heap) {
     heap->spare_count[kind] = 0;
   }
   return any;
+}
+
+void hz_heap_discard_free_blocks(hz_heap_t *heap) {
+  bool lazy = hz_option_enabled(HZ_OPTION_PURGE_MADV_FREE);
+  for (int c = 0; c < HZ_CLASS_COUNT; c++)
+    for (hz_page_t *page = heap->queues[c].first; page; page = page->next)
+      hz_page_discard_free(page, lazy);
+  for (hz_page_t *page = heap->full.first; page != NULL; page = page->next)
+    hz_page_discard_free(page, lazy);
 }
 
 void hz_heap_spare_release(hz_heap_t *heap) {
@@ -238,8 +251,11 @@ static void heap_page_emptied(hz_heap_t *heap, hz_page_t *page) {
   hz_page_queue_t *q = &heap->queues[page->class_id];
   size_t area = hz_page_area(page);
   heap->busy_bytes -= area;
-  size_t budget = heap_empty_budget(heap);
-  if (q->first != page && heap->empty_bytes + area > budget) {
+  /* A heap whose bins refill from the shared pages keeps none of its own:
+   * they only empty now. */
+  size_t budget = heap->shared_refills ? 0 : heap_empty_budget(heap);
+  if ((q->first != page || heap->shared_refills) &&
+      heap->empty_bytes + area > budget) {
     hz_heap_retire_page(heap, page);
     heap_trim_empty(heap, budget);
     return;
@@ -534,6 +550,15 @@ bool hz_heap_has_incoming(const hz_heap_t *heap) {
   return hz_remote_pending(&heap->inbox);
 }
 
+void hz_heap_send_and_take(hz_heap_t *heap) {
+  if (!hz_heap_has_incoming(heap) && hz_remote_stash_empty(&heap->stash))
+    return;
+  hz_heap_enter(heap);
+  hz_heap_flush_stash(heap);
+  hz_heap_drain_inbox(heap);
+  hz_heap_leave(heap);
+}
+
 /* ---------------------------------------------------------------------------
  * Allocating
  * ------------------------------------------------------------------------- */
@@ -681,6 +706,17 @@ static void heap_age_empty(hz_heap_t *heap, uint8_t cls) {
     hz_heap_retire_page(heap, last);
 }
 
+/* The heap's bins refill from the shared pages from now on: its own pages
+ * only empty, so they keep no empty page (heap_page_emptied) and the
+ * memory of their free blocks goes at once, not when they are empty (a
+ * block still live would keep a whole page resident). */
+static HZ_NOINLINE void heap_turn_shared(hz_heap_t *heap) {
+  heap->shared_refills = heap->took_shared = true;
+  heap_trim_empty(heap, 0);
+  heap_spares_free(heap);
+  hz_heap_discard_free_blocks(heap);
+}
+
 /* The bin of `cls` is empty: fill it half way from the heap's own pages,
  * or whole from the shared pages of `shared` (the central box's heap), from
  * as many pages as it takes, under `lock`, taken once a bin. The shared heap
@@ -690,8 +726,11 @@ HZ_INLINE bool heap_fill_bin(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
                           hz_heap_t *shared, hz_lock_t *lock) {
   HZ_ASSERT(bin->top == bin->base);
   uint32_t room = (uint32_t)bin_capacity_of(bin);
-  if (shared == NULL) return heap_refill(heap, bin, cls, room / 2) != 0;
-  heap->took_shared = true;
+  if (shared == NULL) {
+    heap->shared_refills = false;
+    return heap_refill(heap, bin, cls, room / 2) != 0;
+  }
+  if (!heap->shared_refills) heap_turn_shared(heap);
   hz_lock(lock);
   uint32_t n = atomic_load_explicit(&shared->activity, memory_order_relaxed);
   atomic_store_explicit(&shared->activity, n + 1, memory_order_relaxed);

@@ -160,7 +160,8 @@ typedef struct hz_heap_s {
   _Atomic uint32_t activity;         /* owner slow paths so far */
   _Atomic uintptr_t collector;       /* claiming collector's token, or 0 */
   bool bins_stolen;                  /* a collector raised some bin's base */
-  bool took_shared; /* its bins took blocks of the shared pages (central) */
+  bool took_shared;    /* its bins took blocks of the shared pages (central) */
+  bool shared_refills; /* and its last refill did: it keeps no empty page */
   uint32_t collect_seen;  /* collector's: activity when it last looked */
   uint64_t idle_since_ms; /* collector's: when it saw that activity first */
   bool collect_clean;     /* collector's: nothing left after a full one */
@@ -288,6 +289,9 @@ void hz_heap_collect(hz_heap_t *heap, bool purge, hz_bins_take_t bins);
 /* Blocks wait in the inbox (a collector may ask before it claims the
  * heap). */
 bool hz_heap_has_incoming(const hz_heap_t *heap);
+/* The owner publishes its stash and takes its inbox home, where they hold
+ * anything. */
+void hz_heap_send_and_take(hz_heap_t *heap);
 /* A thread that adopts a pooled heap waits here until no collector has it. */
 void hz_heap_wait_unclaimed(hz_heap_t *heap);
 void hz_heap_release_claim(hz_heap_t *heap);

@@ -431,7 +431,8 @@ static void purge_rejudge_caches(void) {
                 (HZ_SHARED_GET(hz_central_on) || purge_frees_cross());
   if (shared != HZ_SHARED_GET(hz_central_on) && !hz_central_set(shared))
     shared = false;
-  if (hz_cpu_cache_rejudge(threads, exits - exits_seen, shared))
+  if (hz_cpu_cache_rejudge(threads, exits - exits_seen,
+                           shared ? hz_central_owner() : NULL))
     purge_drain_caches();
   exits_seen = exits;
 }
@@ -619,6 +620,9 @@ void *hz_thread_large_alloc(size_t size, size_t align, bool zero) {
 void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap) {
   if (heap->state == HZ_HEAP_EMPTY) return hz_thread_malloc_unattached(size);
   bool shared = false; /* the bin refills from the shared pages */
+  /* Its own pages only empty now, as their blocks come home: blocks go
+   * home on every miss, not only on the heap's rarer slow paths. */
+  if (HZ_UNLIKELY(heap->shared_refills)) hz_heap_send_and_take(heap);
   if (size <= HZ_CPU_BLOCK_MAX) {
     size_t cls = hz_sizeclass_of(size);
     if (hz_cpu_serves(heap, cls)) {
