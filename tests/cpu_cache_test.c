@@ -23,9 +23,19 @@
  *     kernel then leaves cpu_id at -1 and mm_cid at 0 and restarts no
  *     section) trade blocks: none is ever held by both (they take the
  *     per-thread paths);
+ *   - shared: with the shared pages on, every class up to 32 KiB is
+ *     SHARED: a bin refilled from them holds their blocks, whose frees go
+ *     onto the caches, while a block of another thread's own page goes
+ *     home past them; off again, every class is cached as before;
  *   - chain (argument "chain", with the purge thread): chains of threads
  *     that each free their predecessor's blocks and exit make the purge
- *     thread's rounds turn the caches off, and they come back after.
+ *     thread's rounds turn the caches off, and they come back after;
+ *   - share (argument "share", with the purge thread): more than
+ *     HZ_SHARED_PAGES (4) threads a CPU that free only their own blocks
+ *     never turn the shared pages on; once they hand blocks round a ring
+ *     the rounds turn them on, the threads' mallocs get their blocks (no
+ *     block held by two threads at once), and once the threads are gone
+ *     the rounds turn them off.
  * Without an argument the test runs with HZ_PURGE_THREAD=0 (CTest), so no
  * round of the purge thread changes the modes or drains the caches under
  * the steps that set and read them. */
@@ -43,12 +53,14 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "central.h"
 #include "check.h"
 #include "cpu_cache.h"
 #include "hakozuna.h"
 #include "sizeclass.h"
 
 static bool per_cpu;
+#define HELD ((uintptr_t)0x48454c4400000001u) /* written by a holder */
 
 static hz_heap_summary_t summary(void) {
   hz_heap_summary_t heaps;
@@ -140,8 +152,8 @@ static void *trader(void *arg) {
    * machine may run a whole batch of rounds between two signals), at
    * most 60 s. */
   time_t until = time(NULL) + 60;
-  for (int r = 0; r < ROUNDS || (per_cpu && !atomic_load(&restarted) &&
-                                 time(NULL) < until);
+  for (int r = 0; r < ROUNDS ||
+                  (per_cpu && !atomic_load(&restarted) && time(NULL) < until);
        r++) {
     if (hz_cpu_restarts != 0) atomic_store(&restarted, true);
     int s = r % SLOTS;
@@ -216,9 +228,163 @@ static void crowded(void) {
   CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX + 1)] == HZ_CPU_CLASS_OFF);
 }
 
-/* --- unregistered ---------------------------------------------------------- */
+/* Waits of up to 60 s, polled every 10 ms: a loaded machine may run the
+ * purge thread late, never the other way round. */
+enum { WAIT_POLLS = 6000 };
+
+/* --- shared -----------------------------------------------------------------
+ */
+static void *other_block;
+static pthread_barrier_t other_step;
+
+/* A thread alive through the step, whose own page holds other_block. */
+static void *other_thread(void *arg) {
+  (void)arg;
+  other_block = hz_malloc(3000);
+  pthread_barrier_wait(&other_step);
+  pthread_barrier_wait(&other_step);
+  return NULL;
+}
+
+static void shared(void) {
+  if (!per_cpu) return;
+  size_t cpus = (size_t)sysconf(_SC_NPROCESSORS_CONF);
+  pthread_t other;
+  pthread_barrier_init(&other_step, NULL, 2);
+  CHECK(pthread_create(&other, NULL, other_thread, NULL) == 0);
+  pthread_barrier_wait(&other_step);
+  CHECK(hz_central_set(true));
+  const hz_heap_t *owner = hz_central_owner();
+  CHECK(owner != NULL);
+  CHECK(!hz_cpu_cache_rejudge(4 * cpus + 1, 0, owner)); /* nothing goes off */
+  CHECK(hz_cpu_mode[hz_sizeclass_of(16)] == HZ_CPU_CLASS_SHARED);
+  CHECK(hz_cpu_mode[hz_sizeclass_of(257)] == HZ_CPU_CLASS_SHARED);
+  CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)] == HZ_CPU_CLASS_SHARED);
+  CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX + 1)] == HZ_CPU_CLASS_OFF);
+  /* A block of the shared pages, through this thread's bin, goes onto the
+   * caches when freed; another thread's own block goes home past them. */
+  void *mine = hz_central_malloc(hz_heap_current(), 3000);
+  CHECK(mine != NULL);
+  const hz_page_t *page = hz_segment_block_page(mine);
+  CHECK(hz_page_heap(page) == owner);
+  CHECK(hz_cpu_takes_free(page));
+  const hz_page_t *their = hz_segment_block_page(other_block);
+  CHECK(hz_page_heap(their) != owner && hz_page_heap(their) != NULL);
+  CHECK(!hz_cpu_takes_free(their));
+  uint64_t cached = summary().front.cached_blocks;
+  hz_free(mine);
+  CHECK_MSG(summary().front.cached_blocks == cached + 1,
+            "a shared block freed by another heap's thread is not cached");
+  hz_free(other_block);
+  CHECK_MSG(summary().front.cached_blocks == cached + 1,
+            "another thread's own block went onto the caches");
+  pthread_barrier_wait(&other_step);
+  pthread_join(other, NULL);
+  /* Off again: every class cached, whoever owns the block. */
+  CHECK(hz_central_set(false));
+  CHECK(!hz_cpu_cache_rejudge(1, 0, NULL));
+  CHECK(hz_cpu_mode[hz_sizeclass_of(257)] == HZ_CPU_CLASS_CACHED);
+  CHECK(hz_cpu_takes_free(page));
+  hz_collect(true);
+  CHECK(summary().front.cached_blocks == 0);
+}
+
+/* --- share -----------------------------------------------------------------
+ */
+enum { RING_SLOTS = 64, RING_SIZE_MAX = 2048 };
+static _Atomic(uintptr_t *) ring[RING_SLOTS * 64];
+static atomic_int ring_threads;
+static atomic_bool ring_pass, ring_stop;
+static atomic_long ring_clashes, ring_shared;
+
+/* A block taken by thread `me`: its first word says who holds it. */
+static uintptr_t *ring_take(int me, unsigned round) {
+  size_t size = 16 + (round * 97u) % RING_SIZE_MAX;
+  uintptr_t *p = hz_malloc(size);
+  if (p == NULL) return NULL;
+  if (p[0] == HELD) atomic_fetch_add(&ring_clashes, 1);
+  p[0] = HELD;
+  p[1] = (uintptr_t)me;
+  const hz_heap_t *owner = hz_central_owner();
+  if (owner != NULL && hz_page_heap(hz_segment_block_page(p)) == owner)
+    atomic_fetch_add(&ring_shared, 1);
+  return p;
+}
+
+static void ring_free(uintptr_t *p) {
+  p[0] = 0;
+  hz_free(p);
+}
+
+/* Each thread has RING_SLOTS slots of the ring; it frees what it finds in
+ * its own (left there by the thread before it, once passing) and leaves a
+ * new block in the next thread's, or in its own while not passing. */
+static void *ring_thread(void *arg) {
+  int me = (int)(intptr_t)arg;
+  int n = atomic_load(&ring_threads);
+  for (unsigned round = 0; !atomic_load(&ring_stop); round++) {
+    unsigned slot = round % RING_SLOTS;
+    int to = atomic_load(&ring_pass) ? (me + 1) % n : me;
+    uintptr_t *old = atomic_exchange(&ring[me * RING_SLOTS + slot], NULL);
+    if (old != NULL) ring_free(old);
+    uintptr_t *p = ring_take(me, round);
+    uintptr_t *prev = atomic_exchange(&ring[to * RING_SLOTS + slot], p);
+    if (prev != NULL) ring_free(prev);
+    if (round % 1024 == 0) sched_yield();
+  }
+  return NULL;
+}
+
+static bool shared_on(void) {
+  return __atomic_load_n(&hz_central_on, __ATOMIC_RELAXED);
+}
+
+static void share(void) {
+  if (!per_cpu) return;
+  int cpus = (int)sysconf(_SC_NPROCESSORS_CONF);
+  int n = 4 * cpus + 2;
+  if (n > 64) n = 64;
+  atomic_store(&ring_threads, n);
+  /* main holds a heap too: the purge thread's rounds go on after the
+   * workers are gone */
+  void *mine = hz_malloc(100);
+  pthread_t threads[64];
+  for (int i = 0; i < n; i++)
+    CHECK(pthread_create(&threads[i], NULL, ring_thread, (void *)(intptr_t)i) ==
+          0);
+  /* Own blocks only: 40 rounds of the purge thread (a quarter of the
+   * purge delay each) must not turn them on. */
+  usleep(1000000);
+  CHECK_MSG(!shared_on(), "threads that free only their own blocks took the "
+                          "shared pages");
+  atomic_store(&ring_pass, true);
+  for (int i = 0; i < WAIT_POLLS && !shared_on(); i++)
+    usleep(10000);
+  CHECK_MSG(shared_on(), "crowded threads freeing each other's blocks did not "
+                         "take the shared pages");
+  long before = atomic_load(&ring_shared);
+  for (int i = 0; i < WAIT_POLLS && atomic_load(&ring_shared) < before + 1000;
+       i++)
+    usleep(10000);
+  CHECK_MSG(atomic_load(&ring_shared) >= before + 1000,
+            "the threads' mallocs got no blocks of the shared pages");
+  atomic_store(&ring_stop, true);
+  for (int i = 0; i < n; i++)
+    pthread_join(threads[i], NULL);
+  for (size_t i = 0; i < sizeof ring / sizeof ring[0]; i++)
+    if (ring[i] != NULL) ring_free(ring[i]);
+  CHECK_MSG(atomic_load(&ring_clashes) == 0,
+            "%ld blocks were handed to a thread while another held them",
+            atomic_load(&ring_clashes));
+  for (int i = 0; i < WAIT_POLLS && shared_on(); i++)
+    usleep(10000);
+  CHECK_MSG(!shared_on(), "the shared pages stayed on after the threads went");
+  hz_free(mine);
+}
+
+/* --- unregistered ----------------------------------------------------------
+ */
 enum { SWAP_ROUNDS = 1000000, SWAP_SLOTS = 256 };
-#define HELD ((uintptr_t)0x48454c4400000001u) /* written by a holder */
 static _Atomic(uintptr_t *) swap_slots[2][SWAP_SLOTS];
 static atomic_long swap_clashes, swap_unregistered;
 static pthread_barrier_t swap_start;
@@ -315,10 +481,6 @@ static void churn(void) {
   CHECK(hz_cpu_mode[hz_sizeclass_of(16)] == HZ_CPU_CLASS_CACHED);
 }
 
-/* Waits of up to 60 s, polled every 10 ms: a loaded machine may run the
- * purge thread late, never the other way round. */
-enum { WAIT_POLLS = 6000 };
-
 static void chain(void) {
   if (!per_cpu) return;
   uint64_t before = summary().front.churn_rounds;
@@ -346,11 +508,16 @@ int main(int argc, char **argv) {
     chain();
     return check_report("cpu_cache chain");
   }
+  if (argc > 1 && strcmp(argv[1], "share") == 0) {
+    share();
+    return check_report("cpu_cache share");
+  }
   reuse();
   restarts();
   drain();
   crowded();
   churn();
+  shared();
   unregistered();
   return check_report("cpu_cache");
 }

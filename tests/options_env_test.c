@@ -40,12 +40,12 @@
 
 /* Every option, in the order the library prints them. */
 static const char *const option_names[] = {
-    "SHOW_STATS",    "VERBOSE",     "PURGE_DELAY_MS",  "PURGE_MADV_FREE",
-    "PURGE_THREAD",  "THP",         "LARGE_CACHE_MAX", "STATS_JSON",
-    "ZERO_ON_FREE",  "PROF",        "PROF_SAMPLE",     "PROF_INTERVAL",
-    "PROF_LEAKS",    "PROF_SIGNAL", "PROF_PREFIX",     "CPU_CACHE",
-    "GUARD_SAMPLE",  "GUARD_MAX",   "GUARD_SLOTS",     "GUARD_MODE",
-    "GUARD_RECOVER", "GUARD_DWARF"};
+    "SHOW_STATS",   "VERBOSE",       "PURGE_DELAY_MS",  "PURGE_MADV_FREE",
+    "PURGE_THREAD", "THP",           "LARGE_CACHE_MAX", "STATS_JSON",
+    "ZERO_ON_FREE", "PROF",          "PROF_SAMPLE",     "PROF_INTERVAL",
+    "PROF_LEAKS",   "PROF_SIGNAL",   "PROF_PREFIX",     "CPU_CACHE",
+    "SHARED_PAGES", "GUARD_SAMPLE",  "GUARD_MAX",       "GUARD_SLOTS",
+    "GUARD_MODE",   "GUARD_RECOVER", "GUARD_DWARF"};
 #define OPTION_COUNT (int)(sizeof option_names / sizeof option_names[0])
 
 static void *volatile sink;
@@ -337,10 +337,10 @@ int main(int argc, char **argv) {
   /* The guarded sample's options have ranges of their own. */
   {
     const char *label = "guard options out of range";
-    child_result_t r = run(
-        label, (const char *const[]){"HZ_VERBOSE=1", "HZ_GUARD_MODE=3",
-                                     "HZ_GUARD_SLOTS=99999999999",
-                                     "HZ_GUARD_MAX=1G", NULL});
+    child_result_t r =
+        run(label, (const char *const[]){"HZ_VERBOSE=1", "HZ_GUARD_MODE=3",
+                                         "HZ_GUARD_SLOTS=99999999999",
+                                         "HZ_GUARD_MAX=1G", NULL});
     expect_warning(label, r.err, "GUARD_MODE", "3", "0");
     expect_warning(label, r.err, "GUARD_SLOTS", "99999999999", "16");
     expect_warning(label, r.err, "GUARD_MAX", "1G", "4096");
@@ -351,18 +351,19 @@ int main(int argc, char **argv) {
   }
   {
     const char *label = "guard options zero";
-    child_result_t r = run(label, (const char *const[]){"HZ_GUARD_SLOTS=0",
-                                                        "HZ_GUARD_MAX=0", NULL});
+    child_result_t r =
+        run(label,
+            (const char *const[]){"HZ_GUARD_SLOTS=0", "HZ_GUARD_MAX=0", NULL});
     expect_warning(label, r.err, "GUARD_SLOTS", "0", "16");
     expect_warning(label, r.err, "GUARD_MAX", "0", "4096");
     free(r.err);
   }
   {
     const char *label = "guard options at their bounds";
-    child_result_t r = run(
-        label, (const char *const[]){"HZ_VERBOSE=1", "HZ_GUARD_MODE=2",
-                                     "HZ_GUARD_SLOTS=4096",
-                                     "HZ_GUARD_MAX=256K", NULL});
+    child_result_t r =
+        run(label, (const char *const[]){"HZ_VERBOSE=1", "HZ_GUARD_MODE=2",
+                                         "HZ_GUARD_SLOTS=4096",
+                                         "HZ_GUARD_MAX=256K", NULL});
     expect_value(label, r.err, "GUARD_MODE", "2");
     expect_value(label, r.err, "GUARD_SLOTS", "4096");
     expect_value(label, r.err, "GUARD_MAX", "262144");

@@ -63,9 +63,15 @@ static option_entry_t option_table[HZ_OPTION_COUNT] = {
                                "path prefix of the profiles (default "
                                "hakozuna, in the working directory)"},
     [HZ_OPTION_CPU_CACHE] = {"CPU_CACHE", HZ_OPTION_BOOL, 1,
-                             "per-CPU caches of blocks up to 2 KiB on "
+                             "per-CPU caches of blocks up to 32 KiB on "
                              "glibc's rseq (release build; 0: per-thread "
                              "heaps only)"},
+    [HZ_OPTION_SHARED_PAGES] = {"SHARED_PAGES", HZ_OPTION_BYTES, 4,
+                                "with the per-CPU caches, blocks up to 32 "
+                                "KiB come from pages all threads share "
+                                "while more than this many threads a CPU "
+                                "hold a heap and free each other's blocks "
+                                "(0: never)"},
     [HZ_OPTION_GUARD_SAMPLE] = {"GUARD_SAMPLE", HZ_OPTION_BYTES,
                                 HZ_GUARD_SAMPLE_DEFAULT,
                                 "about one malloc in this many (up to "
@@ -99,6 +105,7 @@ static const struct {
     {HZ_OPTION_GUARD_MAX, 1, (long)HZ_SMALL_MAX},
     {HZ_OPTION_GUARD_SLOTS, 1, 4096},
     {HZ_OPTION_GUARD_MODE, 0, 2},
+    {HZ_OPTION_SHARED_PAGES, 0, 4096},
 };
 
 static bool option_in_range(hz_option_t option, long value) {

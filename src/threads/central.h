@@ -20,7 +20,7 @@
 
 /* Blocks the shared pages serve: the per-CPU caches' range, through which
  * their frees mostly travel. */
-#define HZ_CENTRAL_BLOCK_MAX 32768
+#define HZ_CENTRAL_BLOCK_MAX HZ_HEAP_SHARED_MAX
 
 /* Written by the purge thread's rounds, read by the malloc slow path. */
 extern bool hz_central_on;

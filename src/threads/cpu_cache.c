@@ -138,13 +138,18 @@ bool hz_cpu_crowded(size_t threads) {
          threads > (size_t)cache_count * WIDE_THREADS_PER_CPU;
 }
 
+bool hz_cpu_sharing(size_t threads) {
+  long per_cpu = hz_option(HZ_OPTION_SHARED_PAGES);
+  return hz_cpu_cache_on && per_cpu > 0 &&
+         threads > (size_t)cache_count * (size_t)per_cpu;
+}
+
 bool hz_cpu_cache_rejudge(size_t threads, size_t exits, const void *shared) {
   if (!hz_cpu_cache_on) return false;
   bool crowded = hz_cpu_crowded(threads);
   __atomic_store_n(&shared_pages, shared != NULL, __ATOMIC_RELAXED);
   if (shared != NULL)
-    __atomic_store_n(&hz_cpu_shared_owner, (uintptr_t)shared,
-                     __ATOMIC_RELAXED);
+    __atomic_store_n(&hz_cpu_shared_owner, (uintptr_t)shared, __ATOMIC_RELAXED);
   bool churn = churning(threads, exits);
   bool went_off = false;
   if (churn) COUNT(churn_rounds);

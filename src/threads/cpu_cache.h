@@ -90,6 +90,9 @@ void hz_cpu_overflow(hz_heap_t *heap, size_t cls, void *p);
 /* More threads hold a heap than WIDE_THREADS_PER_CPU a CPU (cpu_cache.c):
  * the program is crowded (false without the front end). */
 bool hz_cpu_crowded(size_t threads);
+/* More threads hold a heap than HZ_SHARED_PAGES a CPU: a program whose
+ * threads free each other's blocks takes the shared pages (central box). */
+bool hz_cpu_sharing(size_t threads);
 /* Look at every class afresh, `threads` threads holding a heap now and
  * `exits` threads gone since the last look: the purge thread's rounds.
  * `shared` (not NULL): the crowded program's small blocks come from the

@@ -121,12 +121,18 @@ static hz_page_kind_t page_kind(const hz_page_t *page) {
   return hz_segment_kind_for(page->block_size);
 }
 
+/* The heap's bins of the page's class refill from the shared pages (central
+ * box): its own pages of the class only empty now, and it keeps none. */
+static bool page_only_empties(const hz_heap_t *heap, const hz_page_t *page) {
+  return heap->shared_refills && page->block_size <= HZ_HEAP_SHARED_MAX;
+}
+
 /* Keep an empty page for reuse, or give it back to its segment. A spare
  * page is flagged retired: the free fast path leaves it to the generic
  * path, which reports any free to it (all its blocks are free already). */
 static void heap_spare_push(hz_heap_t *heap, hz_page_t *page) {
   hz_page_kind_t kind = page_kind(page);
-  if (heap->shared_refills) { /* its bins take the shared pages' blocks */
+  if (page_only_empties(heap, page)) {
     hz_segment_page_give_back(page);
     return;
   }
@@ -173,15 +179,6 @@ static bool heap_spares_free(hz_heap_t *heap) {
     heap->spare_count[kind] = 0;
   }
   return any;
-}
-
-void hz_heap_discard_free_blocks(hz_heap_t *heap) {
-  bool lazy = hz_option_enabled(HZ_OPTION_PURGE_MADV_FREE);
-  for (int c = 0; c < HZ_CLASS_COUNT; c++)
-    for (hz_page_t *page = heap->queues[c].first; page; page = page->next)
-      hz_page_discard_free(page, lazy);
-  for (hz_page_t *page = heap->full.first; page != NULL; page = page->next)
-    hz_page_discard_free(page, lazy);
 }
 
 void hz_heap_spare_release(hz_heap_t *heap) {
@@ -251,11 +248,12 @@ static void heap_page_emptied(hz_heap_t *heap, hz_page_t *page) {
   hz_page_queue_t *q = &heap->queues[page->class_id];
   size_t area = hz_page_area(page);
   heap->busy_bytes -= area;
-  /* A heap whose bins refill from the shared pages keeps none of its own:
-   * they only empty now. */
-  size_t budget = heap->shared_refills ? 0 : heap_empty_budget(heap);
-  if ((q->first != page || heap->shared_refills) &&
-      heap->empty_bytes + area > budget) {
+  if (page_only_empties(heap, page)) {
+    hz_heap_retire_page(heap, page);
+    return;
+  }
+  size_t budget = heap_empty_budget(heap);
+  if (q->first != page && heap->empty_bytes + area > budget) {
     hz_heap_retire_page(heap, page);
     heap_trim_empty(heap, budget);
     return;
@@ -302,8 +300,8 @@ HZ_INLINE void heap_page_returned(hz_heap_t *heap, hz_page_t *page,
  * owner sets its bit under its lock. */
 static HZ_NOINLINE void heap_send_home(hz_heap_t *heap, hz_page_t *page,
                                        hz_block_t *block) {
-  unsigned published = hz_remote_stash(
-      &heap->stash, &hz_page_heap(page)->inbox, block, page->block_size);
+  unsigned published = hz_remote_stash(&heap->stash, &hz_page_heap(page)->inbox,
+                                       block, page->block_size);
   if (published != 0) HZ_SHARED_ADD(heap->stats.batches_published, published);
 }
 
@@ -511,18 +509,27 @@ HZ_INLINE drain_result_t drain_block(drain_t *d, const hz_block_t *block) {
  * (a block freed by two threads made its owner loop here), so the header
  * is applied first and a list never goes on past one seen before. */
 static hz_block_t *drain_header(drain_t *d, hz_block_t *header) {
+  if (!drain_locate(d, header)) {
+    drain_report(header);
+    return NULL;
+  }
+  /* Read the header before its block is applied: that may empty its page,
+   * which may then go back to the kernel (page_only_empties). */
+  uint32_t named;
+  hz_block_t *next = hz_remote_link(header, &named);
+  bool fine = named <= hz_remote_can_name(d->page->block_size);
+  hz_block_t *names[HZ_REMOTE_NAMES_MAX];
+  for (uint32_t i = 0; fine && i < named; i++)
+    names[i] = hz_remote_name(header, i);
   drain_result_t own = drain_block(d, header);
   if (own == DRAIN_TWICE) return NULL;
   if (own == DRAIN_SPOILT) {
     drain_report(header);
     return NULL;
   }
-  uint32_t named;
-  hz_block_t *next = hz_remote_link(header, &named);
   if (next != NULL) __builtin_prefetch(next);
-  bool fine = named <= hz_remote_can_name(d->page->block_size);
   for (uint32_t i = 0; fine && i < named; i++)
-    fine = drain_block(d, hz_remote_name(header, i)) != DRAIN_SPOILT;
+    fine = drain_block(d, names[i]) != DRAIN_SPOILT;
   if (fine) return next;
   drain_report(header);
   return NULL;
@@ -653,7 +660,7 @@ HZ_INLINE hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls) {
  * batch_queue, random_mixed, string_builder or json, 5 runs each. Both
  * were dropped.) False if out of memory. */
 HZ_INLINE uint32_t heap_refill(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
-                            uint32_t want) {
+                               uint32_t want) {
   hz_page_t *page = heap_find_page(heap, cls);
   if (page == NULL) return 0;
   uint32_t taken = hz_page_take(page, bin->top, want);
@@ -706,15 +713,22 @@ static void heap_age_empty(hz_heap_t *heap, uint8_t cls) {
     hz_heap_retire_page(heap, last);
 }
 
-/* The heap's bins refill from the shared pages from now on: its own pages
- * only empty, so they keep no empty page (heap_page_emptied) and the
- * memory of their free blocks goes at once, not when they are empty (a
- * block still live would keep a whole page resident). */
+/* The heap's bins of classes up to HZ_HEAP_SHARED_MAX refill from the
+ * shared pages from now on: its own pages of those classes only empty, so
+ * they keep no empty page (page_only_empties) and the memory of their free
+ * blocks goes at once, not when they are empty (a block still live would
+ * keep a whole page resident). */
 static HZ_NOINLINE void heap_turn_shared(hz_heap_t *heap) {
   heap->shared_refills = heap->took_shared = true;
-  heap_trim_empty(heap, 0);
-  heap_spares_free(heap);
-  hz_heap_discard_free_blocks(heap);
+  bool lazy = hz_option_enabled(HZ_OPTION_PURGE_MADV_FREE);
+  for (int c = 1; c < HZ_CLASS_COUNT; c++) {
+    hz_page_queue_t *q = &heap->queues[c];
+    if (hz_sizeclass_block_size((uint8_t)c) > HZ_HEAP_SHARED_MAX) break;
+    while (q->last != NULL && q->last->emptied)
+      hz_heap_retire_page(heap, q->last);
+    for (hz_page_t *page = q->first; page != NULL; page = page->next)
+      hz_page_discard_free(page, lazy);
+  }
 }
 
 /* The bin of `cls` is empty: fill it half way from the heap's own pages,
@@ -723,11 +737,13 @@ static HZ_NOINLINE void heap_turn_shared(hz_heap_t *heap) {
  * counts as active, takes its inbox home first and ages its kept pages, as
  * an owner's slow path does. */
 HZ_INLINE bool heap_fill_bin(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
-                          hz_heap_t *shared, hz_lock_t *lock) {
+                             hz_heap_t *shared, hz_lock_t *lock) {
   HZ_ASSERT(bin->top == bin->base);
   uint32_t room = (uint32_t)bin_capacity_of(bin);
   if (shared == NULL) {
-    heap->shared_refills = false;
+    /* a class the shared pages serve refills on its own: they are off */
+    if (hz_sizeclass_block_size(cls) <= HZ_HEAP_SHARED_MAX)
+      heap->shared_refills = false;
     return heap_refill(heap, bin, cls, room / 2) != 0;
   }
   if (!heap->shared_refills) heap_turn_shared(heap);
@@ -744,7 +760,7 @@ HZ_INLINE bool heap_fill_bin(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
 }
 
 HZ_INLINE void *heap_malloc(hz_heap_t *heap, size_t size, hz_heap_t *shared,
-                         hz_lock_t *lock) {
+                            hz_lock_t *lock) {
   hz_heap_enter(heap);
   HZ_SHARED_ADD(heap->stats.slow_mallocs, 1);
   uint8_t cls = hz_sizeclass_of(size);

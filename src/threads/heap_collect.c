@@ -118,6 +118,16 @@ static void heap_collect(hz_heap_t *heap) {
   hz_heap_spare_release(heap);
 }
 
+/* Pages still in use keep only their live blocks resident. */
+static void heap_discard_free_blocks(hz_heap_t *heap) {
+  bool lazy = hz_option_enabled(HZ_OPTION_PURGE_MADV_FREE);
+  for (int c = 0; c < HZ_CLASS_COUNT; c++)
+    for (hz_page_t *page = heap->queues[c].first; page; page = page->next)
+      hz_page_discard_free(page, lazy);
+  for (hz_page_t *page = heap->full.first; page != NULL; page = page->next)
+    hz_page_discard_free(page, lazy);
+}
+
 static void heap_spill_all_bins(hz_heap_t *heap) {
   for (int c = 1; c < HZ_CLASS_COUNT; c++) /* class 0: large, no bin */
     hz_heap_bin_empty(heap, &heap->bins[c]);
@@ -135,7 +145,7 @@ void hz_heap_collect(hz_heap_t *heap, bool purge, hz_bins_take_t bins) {
   }
   heap_collect(heap);
   if (!purge) return;
-  hz_heap_discard_free_blocks(heap);
+  heap_discard_free_blocks(heap);
   heap->collect_seen =
       atomic_load_explicit(&heap->activity, memory_order_relaxed);
   heap->collect_clean = true;
@@ -167,7 +177,7 @@ static void heap_give_back(hz_heap_t *heap, bool discard) {
   heap_spill_all_bins(heap);
   heap_publish_all_counts(heap);
   heap_collect(heap);
-  if (discard) hz_heap_discard_free_blocks(heap);
+  if (discard) heap_discard_free_blocks(heap);
   hz_heap_leave(heap);
 }
 

@@ -24,8 +24,6 @@ void hz_heap_bin_empty(hz_heap_t *heap, hz_bin_t *bin);
 /* An empty page leaves its queue for the spares (or its segment). */
 void hz_heap_retire_page(hz_heap_t *heap, hz_page_t *page);
 void hz_heap_spare_release(hz_heap_t *heap);
-/* Pages still in use keep only their live blocks resident. */
-void hz_heap_discard_free_blocks(hz_heap_t *heap);
 void hz_heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always);
 void hz_heap_flush_stash(hz_heap_t *heap);
 /* Take the inbox home, each header's blocks onto their page. */

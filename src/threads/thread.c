@@ -427,7 +427,7 @@ static void purge_rejudge_caches(void) {
   static size_t exits_seen;
   size_t exits = HZ_SHARED_GET(threads_exited);
   size_t threads = HZ_SHARED_GET(heaps_live);
-  bool shared = hz_cpu_crowded(threads) &&
+  bool shared = hz_cpu_sharing(threads) &&
                 (HZ_SHARED_GET(hz_central_on) || purge_frees_cross());
   if (shared != HZ_SHARED_GET(hz_central_on) && !hz_central_set(shared))
     shared = false;
@@ -620,12 +620,12 @@ void *hz_thread_large_alloc(size_t size, size_t align, bool zero) {
 void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap) {
   if (heap->state == HZ_HEAP_EMPTY) return hz_thread_malloc_unattached(size);
   bool shared = false; /* the bin refills from the shared pages */
-  /* Its own pages only empty now, as their blocks come home: blocks go
-   * home on every miss, not only on the heap's rarer slow paths. */
-  if (HZ_UNLIKELY(heap->shared_refills)) hz_heap_send_and_take(heap);
   if (size <= HZ_CPU_BLOCK_MAX) {
     size_t cls = hz_sizeclass_of(size);
     if (hz_cpu_serves(heap, cls)) {
+      /* Its own pages only empty now, as their blocks come home: blocks go
+       * home on every miss, not only on the heap's rarer slow paths. */
+      if (HZ_UNLIKELY(heap->shared_refills)) hz_heap_send_and_take(heap);
       void *p = hz_cpu_refill(heap, cls);
       if (p != NULL) return p;
       shared = hz_central_serves(size);
@@ -634,8 +634,8 @@ void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap) {
   hz_purge_tick();
   if (size > HZ_SMALL_MAX) return hz_thread_large_alloc(size, 0, false);
   uint64_t pages = heap->stats.pages_acquired;
-  void *p = shared ? hz_central_malloc(heap, size)
-                   : hz_heap_malloc_small(heap, size);
+  void *p =
+      shared ? hz_central_malloc(heap, size) : hz_heap_malloc_small(heap, size);
   if (heap->stats.pages_acquired != pages) hz_thread_reclaim_pooled();
   return HZ_LIKELY(p != NULL) ? p : thread_retry(heap, size, 0, false);
 }
