@@ -217,12 +217,13 @@ static void drain(void) {
 static void crowded(void) {
   if (!per_cpu) return;
   size_t cpus = (size_t)sysconf(_SC_NPROCESSORS_CONF);
-  CHECK(hz_cpu_cache_rejudge(4 * cpus + 1, 0, NULL)); /* drain what they hold */
+  CHECK(hz_cpu_cache_rejudge(4 * cpus + 1, 0, NULL,
+                             0)); /* drain what they hold */
   CHECK(hz_cpu_mode[hz_sizeclass_of(256)] == HZ_CPU_CLASS_CACHED);
   CHECK(hz_cpu_mode[hz_sizeclass_of(257)] == HZ_CPU_CLASS_OFF);
   CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)] == HZ_CPU_CLASS_OFF);
-  CHECK(!hz_cpu_cache_rejudge(4 * cpus + 1, 0, NULL));
-  CHECK(!hz_cpu_cache_rejudge(4 * cpus, 0, NULL));
+  CHECK(!hz_cpu_cache_rejudge(4 * cpus + 1, 0, NULL, 0));
+  CHECK(!hz_cpu_cache_rejudge(4 * cpus, 0, NULL, 0));
   CHECK(hz_cpu_mode[hz_sizeclass_of(257)] == HZ_CPU_CLASS_CACHED);
   CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)] == HZ_CPU_CLASS_CACHED);
   CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX + 1)] == HZ_CPU_CLASS_OFF);
@@ -254,9 +255,10 @@ static void shared(void) {
   CHECK(pthread_create(&other, NULL, other_thread, NULL) == 0);
   pthread_barrier_wait(&other_step);
   CHECK(hz_central_set(true));
-  const hz_heap_t *owner = hz_central_owner();
-  CHECK(owner != NULL);
-  CHECK(!hz_cpu_cache_rejudge(4 * cpus + 1, 0, owner)); /* nothing goes off */
+  CHECK(hz_central_base() != NULL && hz_central_span() > 0);
+  /* nothing goes off */
+  CHECK(!hz_cpu_cache_rejudge(4 * cpus + 1, 0, hz_central_base(),
+                              hz_central_span()));
   CHECK(hz_cpu_mode[hz_sizeclass_of(16)] == HZ_CPU_CLASS_SHARED);
   CHECK(hz_cpu_mode[hz_sizeclass_of(257)] == HZ_CPU_CLASS_SHARED);
   CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)] == HZ_CPU_CLASS_SHARED);
@@ -266,10 +268,10 @@ static void shared(void) {
   void *mine = hz_central_malloc(hz_heap_current(), 3000);
   CHECK(mine != NULL);
   const hz_page_t *page = hz_segment_block_page(mine);
-  CHECK(hz_page_heap(page) == owner);
+  CHECK(hz_central_holds(page));
   CHECK(hz_cpu_takes_free(page));
   const hz_page_t *their = hz_segment_block_page(other_block);
-  CHECK(hz_page_heap(their) != owner && hz_page_heap(their) != NULL);
+  CHECK(!hz_central_holds(their) && hz_page_heap(their) != NULL);
   CHECK(!hz_cpu_takes_free(their));
   uint64_t cached = summary().front.cached_blocks;
   hz_free(mine);
@@ -282,7 +284,7 @@ static void shared(void) {
   pthread_join(other, NULL);
   /* Off again: every class cached, whoever owns the block. */
   CHECK(hz_central_set(false));
-  CHECK(!hz_cpu_cache_rejudge(1, 0, NULL));
+  CHECK(!hz_cpu_cache_rejudge(1, 0, NULL, 0));
   CHECK(hz_cpu_mode[hz_sizeclass_of(257)] == HZ_CPU_CLASS_CACHED);
   CHECK(hz_cpu_takes_free(page));
   hz_collect(true);
@@ -305,8 +307,7 @@ static uintptr_t *ring_take(int me, unsigned round) {
   if (p[0] == HELD) atomic_fetch_add(&ring_clashes, 1);
   p[0] = HELD;
   p[1] = (uintptr_t)me;
-  const hz_heap_t *owner = hz_central_owner();
-  if (owner != NULL && hz_page_heap(hz_segment_block_page(p)) == owner)
+  if (hz_central_holds(hz_segment_block_page(p)))
     atomic_fetch_add(&ring_shared, 1);
   return p;
 }
@@ -473,11 +474,11 @@ static void *chain_link(void *arg) {
 
 static void churn(void) {
   if (!per_cpu) return;
-  CHECK(hz_cpu_cache_rejudge(2, 3, NULL)); /* it begins */
+  CHECK(hz_cpu_cache_rejudge(2, 3, NULL, 0)); /* it begins */
   CHECK(hz_cpu_mode[hz_sizeclass_of(16)] == HZ_CPU_CLASS_OFF);
   CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)] == HZ_CPU_CLASS_OFF);
-  CHECK(!hz_cpu_cache_rejudge(2, 3, NULL)); /* it goes on */
-  CHECK(!hz_cpu_cache_rejudge(2, 2, NULL));
+  CHECK(!hz_cpu_cache_rejudge(2, 3, NULL, 0)); /* it goes on */
+  CHECK(!hz_cpu_cache_rejudge(2, 2, NULL, 0));
   CHECK(hz_cpu_mode[hz_sizeclass_of(16)] == HZ_CPU_CLASS_CACHED);
 }
 

@@ -1,80 +1,140 @@
-/* central: the shared pages' heap, its lock, switching it on and off, and
- * giving back what it holds (see central.h). The heap is mapped at the
- * first switch on and never unmapped: blocks of its pages may be anywhere
- * in the program for as long as it runs. */
+/* central: the shared pages' heaps, one a class, each under its own lock;
+ * switching them on and off, and giving back what they hold (see
+ * central.h). They are mapped together at the first switch on, so that
+ * one range of addresses tells a shared page by its owner word, and never
+ * unmapped: blocks of their pages may be anywhere in the program for as
+ * long as it runs. A class's heap is set up by its first refill. */
 #include "central.h"
 
 #include <stdatomic.h>
 
 #include "lock.h"
 #include "os.h"
+#include "sizeclass.h"
 
 bool hz_central_on;
 
-static hz_heap_t *central;
-static hz_lock_t central_lock = HZ_LOCK_INIT;
-/* The purge thread's: the heap's activity at its last round, and since
+static hz_heap_t *central; /* HZ_CENTRAL_CLASSES heaps, by class */
+static size_t central_span;
+static hz_lock_t make_lock = HZ_LOCK_INIT;
+static hz_lock_t class_lock[HZ_CENTRAL_CLASSES];
+static bool class_made[HZ_CENTRAL_CLASSES]; /* under the class's lock */
+/* The purge thread's: each heap's activity at its last round, and since
  * when it has not moved. */
-static uint32_t seen_activity;
-static uint64_t idle_since_ms;
+static uint32_t seen_activity[HZ_CENTRAL_CLASSES];
+static uint64_t idle_since_ms[HZ_CENTRAL_CLASSES];
 
 void *hz_central_malloc(hz_heap_t *heap, size_t size) {
-  return hz_heap_malloc_shared(heap, size, central, &central_lock);
+  uint8_t cls = hz_sizeclass_of(size);
+  hz_heap_t *shared = &central[cls];
+  if (HZ_UNLIKELY(!__atomic_load_n(&class_made[cls], __ATOMIC_ACQUIRE))) {
+    hz_lock(&class_lock[cls]);
+    if (!class_made[cls]) hz_heap_init_shared(shared);
+    __atomic_store_n(&class_made[cls], true, __ATOMIC_RELEASE);
+    hz_unlock(&class_lock[cls]);
+  }
+  return hz_heap_malloc_shared(heap, size, shared, &class_lock[cls]);
 }
 
+/* The heaps' memory: zeros until a class's first refill sets its heap up,
+ * and only the lines a refill uses are ever touched. */
 static bool central_make(void) {
-  hz_heap_t *heap = hz_os_map(HZ_ALIGN_UP(sizeof(hz_heap_t), 4096));
-  if (heap == NULL) return false;
-  hz_heap_init(heap);
-  heap->state = HZ_HEAP_SHARED;
-  central = heap;
+  size_t span = HZ_CENTRAL_CLASSES * sizeof(hz_heap_t);
+  hz_heap_t *heaps = hz_os_map(HZ_ALIGN_UP(span, 4096));
+  if (heaps == NULL) return false;
+  for (int c = 0; c < HZ_CENTRAL_CLASSES; c++)
+    hz_lock_reinit(&class_lock[c]);
+  central_span = span;
+  __atomic_store_n(&central, heaps, __ATOMIC_RELEASE);
   return true;
 }
 
-const hz_heap_t *hz_central_owner(void) { return central; }
+const void *hz_central_base(void) {
+  return __atomic_load_n(&central, __ATOMIC_ACQUIRE);
+}
+
+size_t hz_central_span(void) { return central_span; }
 
 bool hz_central_set(bool on) {
-  if (on && central == NULL && !central_make()) return false;
-  __atomic_store_n(&hz_central_on, on, __ATOMIC_RELAXED);
-  return true;
+  hz_lock(&make_lock);
+  bool ready = !on || central != NULL || central_make();
+  hz_unlock(&make_lock);
+  if (ready) __atomic_store_n(&hz_central_on, on, __ATOMIC_RELAXED);
+  return ready;
 }
 
-/* The heap took no refill for HZ_IDLE_FULL_MS (and was not collected
- * whole since). */
-static bool central_idle(void) {
+/* The class's heap took no refill for HZ_IDLE_FULL_MS (and was not
+ * collected whole since). */
+static bool central_idle(int cls) {
+  hz_heap_t *heap = &central[cls];
   uint64_t now_ms = hz_os_now_ms();
-  uint32_t n = atomic_load_explicit(&central->activity, memory_order_relaxed);
-  if (n != seen_activity) {
-    seen_activity = n;
-    idle_since_ms = now_ms;
-    central->collect_clean = false;
+  uint32_t n = atomic_load_explicit(&heap->activity, memory_order_relaxed);
+  if (n != seen_activity[cls]) {
+    seen_activity[cls] = n;
+    idle_since_ms[cls] = now_ms;
+    heap->collect_clean = false;
     return false;
   }
-  return !central->collect_clean && now_ms - idle_since_ms >= HZ_IDLE_FULL_MS;
+  return !heap->collect_clean && now_ms - idle_since_ms[cls] >= HZ_IDLE_FULL_MS;
+}
+
+static void central_collect_one(int cls, bool all) {
+  if (all)
+    hz_lock(&class_lock[cls]);
+  else if (!hz_lock_try(&class_lock[cls]))
+    return; /* a refill holds it, and takes the inbox home */
+  hz_heap_t *heap = &central[cls];
+  if (!class_made[cls])
+    ;
+  else if (all || central_idle(cls))
+    hz_heap_collect(heap, true, HZ_BINS_KEEP);
+  else if (hz_heap_has_incoming(heap))
+    hz_heap_collect(heap, false, HZ_BINS_KEEP);
+  hz_unlock(&class_lock[cls]);
 }
 
 void hz_central_collect(bool all) {
-  if (central == NULL) return;
-  if (all)
-    hz_lock(&central_lock);
-  else if (!hz_lock_try(&central_lock))
-    return; /* a refill holds it, and takes the inbox home */
-  if (all || central_idle())
-    hz_heap_collect(central, true, HZ_BINS_KEEP);
-  else if (hz_heap_has_incoming(central))
-    hz_heap_collect(central, false, HZ_BINS_KEEP);
-  hz_unlock(&central_lock);
+  if (hz_central_base() == NULL) return;
+  for (int c = 1; c < HZ_CENTRAL_CLASSES; c++)
+    central_collect_one(c, all);
 }
 
 void hz_central_summarize(hz_heap_summary_t *out) {
-  if (central == NULL) return;
-  hz_lock(&central_lock);
-  hz_heap_summarize_one(central, out);
-  hz_unlock(&central_lock);
+  if (hz_central_base() == NULL) return;
+  for (int c = 1; c < HZ_CENTRAL_CLASSES; c++) {
+    hz_lock(&class_lock[c]);
+    if (class_made[c]) hz_heap_summarize_one(&central[c], out);
+    hz_unlock(&class_lock[c]);
+  }
 }
 
-uint64_t hz_central_lock_taken(void) { return hz_lock_taken(&central_lock); }
+uint64_t hz_central_lock_taken(void) {
+  uint64_t most = 0;
+  if (hz_central_base() == NULL) return 0;
+  for (int c = 1; c < HZ_CENTRAL_CLASSES; c++) {
+    uint64_t taken = hz_lock_taken(&class_lock[c]);
+    if (taken > most) most = taken;
+  }
+  return most;
+}
 
-void hz_central_fork_prepare(void) { hz_lock(&central_lock); }
-void hz_central_fork_parent(void) { hz_unlock(&central_lock); }
-void hz_central_fork_child(void) { hz_lock_reinit(&central_lock); }
+void hz_central_fork_prepare(void) {
+  hz_lock(&make_lock);
+  if (central != NULL)
+    for (int c = 1; c < HZ_CENTRAL_CLASSES; c++)
+      hz_lock(&class_lock[c]);
+}
+
+void hz_central_fork_parent(void) {
+  if (central != NULL)
+    for (int c = 1; c < HZ_CENTRAL_CLASSES; c++)
+      hz_unlock(&class_lock[c]);
+  hz_unlock(&make_lock);
+}
+
+void hz_central_fork_child(void) {
+  if (central != NULL)
+    for (int c = 1; c < HZ_CENTRAL_CLASSES; c++)
+      hz_lock_reinit(&class_lock[c]);
+  hz_lock_reinit(&make_lock);
+}

@@ -1,9 +1,9 @@
 /* central: the shared pages of crowded programs. While more threads hold a
  * heap than the CPUs can run and they free each other's blocks, the bins
- * of classes up to 32 KiB refill from one heap that no thread owns, under
- * one lock taken once per batch (a bin's half), instead of each thread
- * cutting pages of its own for every class. Its blocks travel home like
- * any other heap's (per-CPU caches and depots, stashes, its inbox), and
+ * of classes up to 32 KiB refill from heaps that no thread owns, one a
+ * class, each under its own lock taken once per refill (a bin), instead of
+ * each thread cutting pages of its own for every class. Its blocks travel home
+ * like any other heap's (per-CPU caches and depots, stashes, its inbox), and
  * the refill that takes the lock takes the inbox home first. Memory is then
  * bounded by the live bytes and the caches, not by the thread count: each
  * heap's own pages empty only as its own blocks come back, while the
@@ -21,6 +21,9 @@
 /* Blocks the shared pages serve: the per-CPU caches' range, through which
  * their frees mostly travel. */
 #define HZ_CENTRAL_BLOCK_MAX HZ_HEAP_SHARED_MAX
+/* Classes 1 .. HZ_CENTRAL_CLASSES - 1 are those blocks' (with class 0,
+ * the large blocks', unused). */
+#define HZ_CENTRAL_CLASSES 45
 
 /* Written by the purge thread's rounds, read by the malloc slow path. */
 extern bool hz_central_on;
@@ -32,7 +35,7 @@ HZ_INLINE bool hz_central_serves(size_t size) {
 }
 
 /* A small block for the thread of `heap`, its bin refilled from the shared
- * pages; NULL when out of memory. */
+ * pages of its class; NULL when out of memory. */
 void *hz_central_malloc(hz_heap_t *heap, size_t size);
 /* Turn the shared pages on or off for the mallocs to come (blocks already
  * out come home either way). False when they cannot be had (no memory for
@@ -42,9 +45,16 @@ bool hz_central_set(bool on);
  * (trim, or idle for HZ_IDLE_FULL_MS) every empty page and the memory of
  * free blocks. The purge thread's rounds call it with all = false. */
 void hz_central_collect(bool all);
-/* The heap of the shared pages, which their owner words name (NULL before
- * the first switch on). */
-const hz_heap_t *hz_central_owner(void);
+/* The shared pages' heaps lie in [base, base + span): their owner words
+ * name one of them (NULL and 0 before the first switch on). */
+const void *hz_central_base(void);
+size_t hz_central_span(void);
+
+/* The page is one of the shared pages. */
+HZ_INLINE bool hz_central_holds(const hz_page_t *page) {
+  return (uintptr_t)hz_page_heap(page) - (uintptr_t)hz_central_base() <
+         hz_central_span();
+}
 /* Add the shared pages' counters to `out`. */
 void hz_central_summarize(hz_heap_summary_t *out);
 uint64_t hz_central_lock_taken(void);

@@ -84,7 +84,7 @@ static uint32_t class_batch(size_t cls) { return class_stack(cls) / 2; }
 
 uint8_t hz_cpu_mode[HZ_CLASS_COUNT];
 static bool shared_pages; /* the last round's `shared` (rejudge) */
-uintptr_t hz_cpu_shared_owner;
+uintptr_t hz_cpu_shared_base, hz_cpu_shared_span;
 static uint32_t class_spills[HZ_CPU_CLASSES], class_reuses[HZ_CPU_CLASSES];
 
 static void note_reuse(size_t cls) {
@@ -144,12 +144,15 @@ bool hz_cpu_sharing(size_t threads) {
          threads > (size_t)cache_count * (size_t)per_cpu;
 }
 
-bool hz_cpu_cache_rejudge(size_t threads, size_t exits, const void *shared) {
+bool hz_cpu_cache_rejudge(size_t threads, size_t exits, const void *shared,
+                          size_t span) {
   if (!hz_cpu_cache_on) return false;
   bool crowded = hz_cpu_crowded(threads);
   __atomic_store_n(&shared_pages, shared != NULL, __ATOMIC_RELAXED);
-  if (shared != NULL)
-    __atomic_store_n(&hz_cpu_shared_owner, (uintptr_t)shared, __ATOMIC_RELAXED);
+  if (shared != NULL) {
+    __atomic_store_n(&hz_cpu_shared_base, (uintptr_t)shared, __ATOMIC_RELAXED);
+    __atomic_store_n(&hz_cpu_shared_span, span, __ATOMIC_RELAXED);
+  }
   bool churn = churning(threads, exits);
   bool went_off = false;
   if (churn) COUNT(churn_rounds);

@@ -58,10 +58,11 @@ extern bool hz_cpu_cache_on;
 /* What the caches do with a class now, one load on the fast paths: off
  * (the per-thread heaps alone: the front end is off, the class is too
  * large, threads exit faster than they run, or a class above 256 B in a
- * crowded program), cached (frees of other heaps' blocks go in, mallocs
- * take them), or take only (a one-way class: frees go home past the
- * caches, mallocs still take what is there). Start-up and the purge
- * thread's rounds set it (cpu_cache.c). */
+ * crowded program that shares no pages), cached (frees of other heaps'
+ * blocks go in, mallocs take them), take only (a one-way class: frees go
+ * home past the caches, mallocs still take what is there), or shared (the
+ * program shares pages: only their blocks go in, other heaps' go home).
+ * Start-up and the purge thread's rounds set it (cpu_cache.c). */
 typedef enum {
   HZ_CPU_CLASS_OFF,
   HZ_CPU_CLASS_CACHED,
@@ -69,8 +70,9 @@ typedef enum {
   HZ_CPU_CLASS_SHARED /* cached, the shared pages' blocks only (central) */
 } hz_cpu_class_mode_t;
 extern uint8_t hz_cpu_mode[HZ_CLASS_COUNT];
-/* The owner word of the shared pages while classes are SHARED. */
-extern uintptr_t hz_cpu_shared_owner;
+/* Where the shared pages' heaps lie while classes are SHARED: their owner
+ * words, less the base, are below the span. */
+extern uintptr_t hz_cpu_shared_base, hz_cpu_shared_span;
 
 extern hz_cpu_cache_t *hz_cpu_caches;
 extern long hz_cpu_id_offset; /* of mm_cid (or cpu_id) in struct rseq */
@@ -96,11 +98,13 @@ bool hz_cpu_sharing(size_t threads);
 /* Look at every class afresh, `threads` threads holding a heap now and
  * `exits` threads gone since the last look: the purge thread's rounds.
  * `shared` (not NULL): the crowded program's small blocks come from the
- * shared pages (central box) of that heap; every class caches their blocks
+ * shared pages (central box) of the heaps in [shared, shared + span); every
+ * class caches their blocks
  * and sends other heaps' home, whose pages then empty. True when a class
  * just went off (crowded, threads exiting): what the caches hold is to go
  * home (hz_cpu_cache_drain). */
-bool hz_cpu_cache_rejudge(size_t threads, size_t exits, const void *shared);
+bool hz_cpu_cache_rejudge(size_t threads, size_t exits, const void *shared,
+                          size_t span);
 
 /* Empty every CPU cache and depot into the calling thread's heap (trim,
  * an idle process). */
@@ -253,7 +257,8 @@ HZ_INLINE bool hz_cpu_takes_free(const hz_page_t *page) {
   uint8_t mode = hz_cpu_mode[page->class_id];
   return (mode == HZ_CPU_CLASS_CACHED ||
           (mode == HZ_CPU_CLASS_SHARED &&
-           hz_page_owner_word(page) == hz_cpu_shared_owner)) &&
+           hz_page_owner_word(page) - hz_cpu_shared_base <
+               hz_cpu_shared_span)) &&
          hz_cpu_registered();
 }
 

@@ -9,7 +9,9 @@
  *
  * Invariants: a page is on exactly one queue of its owner (its class
  * queue, or `full` when in_full is set); a block in a bin counts as used
- * by its page; bins hold only block starts of pages their heap owns; a
+ * by its page; bins hold only block starts of pages their heap owns, or of
+ * the shared pages (central box) once they refilled from them, which go
+ * home through the stash when the bin goes back to its pages; a
  * page with no block in use is flagged retired (kept empty in its class
  * queue, or spare) or back in its segment. */
 #include "heap_parts.h"
@@ -81,6 +83,8 @@ void hz_heap_init(hz_heap_t *heap) {
   heap->state = HZ_HEAP_LIVE;
   if (hz_prof_active || hz_guard_active) hz_heap_arm_sampling(heap);
 }
+
+void hz_heap_init_shared(hz_heap_t *heap) { heap->state = HZ_HEAP_SHARED; }
 
 /* The next sample of the bin's class after `skip` more blocks. */
 static void heap_sample_after(hz_bin_t *bin, uint64_t skip) {
@@ -558,8 +562,11 @@ bool hz_heap_has_incoming(const hz_heap_t *heap) {
 }
 
 void hz_heap_send_and_take(hz_heap_t *heap) {
-  if (!hz_heap_has_incoming(heap) && hz_remote_stash_empty(&heap->stash))
+  if (!hz_heap_has_incoming(heap) && hz_remote_stash_empty(&heap->stash)) {
+    uint32_t n = atomic_load_explicit(&heap->activity, memory_order_relaxed);
+    atomic_store_explicit(&heap->activity, n + 1, memory_order_relaxed);
     return;
+  }
   hz_heap_enter(heap);
   hz_heap_flush_stash(heap);
   hz_heap_drain_inbox(heap);

@@ -292,7 +292,7 @@ void hz_heap_collect(hz_heap_t *heap, bool purge, hz_bins_take_t bins);
  * heap). */
 bool hz_heap_has_incoming(const hz_heap_t *heap);
 /* The owner publishes its stash and takes its inbox home, where they hold
- * anything. */
+ * anything; either way it counts as active (not idle for collectors). */
 void hz_heap_send_and_take(hz_heap_t *heap);
 /* A thread that adopts a pooled heap waits here until no collector has it. */
 void hz_heap_wait_unclaimed(hz_heap_t *heap);
@@ -307,6 +307,9 @@ void hz_heap_trim(hz_heap_t *heap);
 
 /* Thread lifecycle (called by the thread box). */
 void hz_heap_init(hz_heap_t *heap);
+/* A heap of the shared pages (central box), in memory that is zeros: only
+ * what its refills use is set, its bins stay empty without room. */
+void hz_heap_init_shared(hz_heap_t *heap);
 void hz_heap_flush(hz_heap_t *heap);
 /* The exiting owner publishes its stash and counts and keeps its bins for
  * the thread that adopts the heap next (collectors take them otherwise). */

@@ -432,7 +432,8 @@ static void purge_rejudge_caches(void) {
   if (shared != HZ_SHARED_GET(hz_central_on) && !hz_central_set(shared))
     shared = false;
   if (hz_cpu_cache_rejudge(threads, exits - exits_seen,
-                           shared ? hz_central_owner() : NULL))
+                           shared ? hz_central_base() : NULL,
+                           hz_central_span()))
     purge_drain_caches();
   exits_seen = exits;
 }
@@ -624,7 +625,9 @@ void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap) {
     size_t cls = hz_sizeclass_of(size);
     if (hz_cpu_serves(heap, cls)) {
       /* Its own pages only empty now, as their blocks come home: blocks go
-       * home on every miss, not only on the heap's rarer slow paths. */
+       * home on every miss, not only on the heap's rarer slow paths; and a
+       * thread the caches serve is not idle (collectors would take its
+       * bins and free blocks' memory every round). */
       if (HZ_UNLIKELY(heap->shared_refills)) hz_heap_send_and_take(heap);
       void *p = hz_cpu_refill(heap, cls);
       if (p != NULL) return p;
