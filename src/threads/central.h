@@ -23,7 +23,7 @@
 #define HZ_CENTRAL_BLOCK_MAX HZ_HEAP_SHARED_MAX
 /* Classes 1 .. HZ_CENTRAL_CLASSES - 1 are those blocks' (with class 0,
  * the large blocks', unused). */
-#define HZ_CENTRAL_CLASSES 45
+#define HZ_CENTRAL_CLASSES HZ_CLASS_COUNT
 
 /* Written by the purge thread's rounds, read by the malloc slow path. */
 extern bool hz_central_on;

@@ -68,7 +68,7 @@ typedef enum {
  * are the whole program's, which even out across its threads. */
 #define HZ_HEAP_SHARED_EMPTY_DIVISOR 4
 /* The largest blocks the shared pages serve (the per-CPU caches' range). */
-#define HZ_HEAP_SHARED_MAX 32768
+#define HZ_HEAP_SHARED_MAX HZ_SMALL_MAX
 
 /* Bin capacity: HZ_BIN_SLOTS blocks (64: a refill takes half, 32 blocks
  * from one page's bitmap; with 32 slots hot_pair 16-1024 B random cost

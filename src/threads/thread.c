@@ -633,6 +633,8 @@ void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap) {
       if (p != NULL) return p;
       shared = hz_central_serves(size);
     }
+  } else {
+    shared = hz_central_serves(size); /* past the caches: frees go home */
   }
   hz_purge_tick();
   if (size > HZ_SMALL_MAX) return hz_thread_large_alloc(size, 0, false);
