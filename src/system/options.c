@@ -67,8 +67,8 @@ static option_entry_t option_table[HZ_OPTION_COUNT] = {
                              "glibc's rseq (release build; 0: per-thread "
                              "heaps only)"},
     [HZ_OPTION_SHARED_PAGES] = {"SHARED_PAGES", HZ_OPTION_BYTES, 4,
-                                "with the per-CPU caches, blocks up to 32 "
-                                "KiB come from pages all threads share "
+                                "with the per-CPU caches, small blocks "
+                                "come from pages all threads share "
                                 "while more than this many threads a CPU "
                                 "hold a heap and free each other's blocks "
                                 "(0: never)"},

@@ -1,6 +1,6 @@
 /* central: the shared pages of crowded programs. While more threads hold a
  * heap than the CPUs can run and they free each other's blocks, the bins
- * of classes up to 32 KiB refill from heaps that no thread owns, one a
+ * of every small class refill from heaps that no thread owns, one a
  * class, each under its own lock taken once per refill (a bin), instead of
  * each thread cutting pages of its own for every class. Its blocks travel home
  * like any other heap's (per-CPU caches and depots, stashes, its inbox), and
@@ -18,8 +18,7 @@
 #include "config.h"
 #include "heap.h"
 
-/* Blocks the shared pages serve: the per-CPU caches' range, through which
- * their frees mostly travel. */
+/* Blocks the shared pages serve. */
 #define HZ_CENTRAL_BLOCK_MAX HZ_HEAP_SHARED_MAX
 /* Classes 1 .. HZ_CENTRAL_CLASSES - 1 are those blocks' (with class 0,
  * the large blocks', unused). */
