@@ -19,18 +19,25 @@
  *   large_freer  the main thread mallocs LARGE_COUNT blocks of LARGE_SIZE
  *                and writes them; a second thread that never mallocs frees
  *                them and exits; main sleeps. RSS must be back within
- *                LARGE_SLACK of the start within the purge delay + 5 s (polled: a loaded
- *                machine may run the purge thread late).
- *   large_single the same, freed by the main thread of a single-threaded
- *                program: at once, at most UNWATCHED_KEEP of them may stay
- *                resident (no purge thread will give them back later).
- *   idle_owner   the main thread mallocs IDLE_BYTES in 256 B blocks and
+ *                LARGE_SLACK of the start within the purge delay + 5 s (polled:
+ * a loaded machine may run the purge thread late). large_single the same, freed
+ * by the main thread of a single-threaded program: at once, at most
+ * UNWATCHED_KEEP of them may stay resident (no purge thread will give them back
+ * later). idle_owner   the main thread mallocs IDLE_BYTES in 256 B blocks and
  *                writes them; 4 threads free them all and are joined; main
  *                then takes a few slow paths and sleeps. RSS must be back
  *                within IDLE_SLACK of the start within IDLE_WAIT_MS (CTest
  *                runs it with a purge delay of 20 ms: the inbox of an owner
  *                idle for the purge delay goes home, and the pages that
  *                empties are purged a delay later).
+ *   gone_pages   GONE_THREADS threads each malloc GONE_BYTES in 16-3000 B
+ *                blocks and write them, free half of theirs and half of
+ *                their neighbour's, and exit (joined); main holds a heap.
+ *                CTest runs it with a purge delay of 10 s, so only the
+ *                pooled heaps' collection, whole once idle for 250 ms, can
+ *                give their pages back in time: RSS must be back within
+ *                GONE_SLACK of the start within GONE_WAIT_MS (a heap that
+ *                left its pages to the delayed purge held them 10-20 s).
  * Under a sanitizer RSS is printed but not enforced. */
 #define _GNU_SOURCE
 #include <malloc.h>
@@ -266,9 +273,9 @@ static int test_large(bool threaded) {
   }
   double took = 0;
   size_t limit = rss0 + (threaded ? LARGE_SLACK : UNWATCHED_KEEP + LARGE_SLACK);
-  size_t rss = threaded
-                   ? rss_wait_below(limit, test_purge_delay_ms() + 5000.0, &took)
-                   : test_rss_bytes();
+  size_t rss =
+      threaded ? rss_wait_below(limit, test_purge_delay_ms() + 5000.0, &took)
+               : test_rss_bytes();
   fprintf(stderr,
           "exited_test: %d x %zu MiB freed by %s: rss %.1f -> %.1f -> %.1f "
           "MiB after %.0f ms\n",
@@ -290,11 +297,11 @@ static int test_large(bool threaded) {
 /* ---------------------------------------------------------------------------
  * idle_owner: blocks freed to an idle thread go back
  * ------------------------------------------------------------------------- */
-#define IDLE_BYTES   (64 * MiB)
-#define IDLE_BLOCK   256
-#define IDLE_COUNT   (IDLE_BYTES / IDLE_BLOCK)
-#define IDLE_FREERS  4
-#define IDLE_SLACK   (12 * MiB)
+#define IDLE_BYTES  (64 * MiB)
+#define IDLE_BLOCK  256
+#define IDLE_COUNT  (IDLE_BYTES / IDLE_BLOCK)
+#define IDLE_FREERS 4
+#define IDLE_SLACK  (12 * MiB)
 /* The memory must be back within this (100 purge delays): on an idle
  * machine it takes about 10, but a loaded one may run the purge thread
  * late, and a test that leans on timing must not fail by chance. */
@@ -349,6 +356,64 @@ static int test_idle_owner(void) {
   return check_report("exited_test idle_owner");
 }
 
+/* ---------------------------------------------------------------------------
+ * gone_pages: the pages of exited threads go back when their heaps are
+ * collected, not a purge delay later
+ * ------------------------------------------------------------------------- */
+#define GONE_THREADS 4
+#define GONE_BYTES   (16 * MiB)
+#define GONE_SLACK   (16 * MiB) /* 7.5-8 MiB above the start here */
+#define GONE_WAIT_MS 6000.0 /* collection within a second; a loaded machine */
+#define GONE_BLOCKS  (GONE_BYTES / 1508)
+
+static void *gone_blocks[GONE_THREADS][GONE_BLOCKS];
+static pthread_barrier_t gone_allocated;
+
+static void *gone_main(void *arg) {
+  size_t i = (size_t)(uintptr_t)arg;
+  uint64_t rng = 0x9E3779B97F4A7C15u ^ (i + 7);
+  for (size_t k = 0; k < GONE_BLOCKS; k++) {
+    size_t size = 16 + (size_t)(test_rng_next(&rng) % 2985);
+    gone_blocks[i][k] = malloc(size);
+    CHECK(gone_blocks[i][k] != NULL);
+    if (gone_blocks[i][k] != NULL) fill(gone_blocks[i][k], size, 3);
+  }
+  pthread_barrier_wait(&gone_allocated);
+  size_t next = (i + 1) % GONE_THREADS;
+  for (size_t k = 0; k < GONE_BLOCKS; k += 2)
+    free(gone_blocks[i][k]);
+  for (size_t k = 1; k < GONE_BLOCKS; k += 2)
+    free(gone_blocks[next][k]);
+  return NULL;
+}
+
+static int test_gone_pages(void) {
+  void *mine = malloc(100); /* main holds a heap: the purge thread runs */
+  size_t rss0 = test_rss_bytes();
+  pthread_barrier_init(&gone_allocated, NULL, GONE_THREADS);
+  pthread_t th[GONE_THREADS];
+  for (size_t i = 0; i < GONE_THREADS; i++)
+    CHECK(pthread_create(&th[i], NULL, gone_main, (void *)(uintptr_t)i) == 0);
+  for (size_t i = 0; i < GONE_THREADS; i++)
+    pthread_join(th[i], NULL);
+  size_t joined = test_rss_bytes();
+  double took;
+  size_t limit = rss0 + GONE_SLACK;
+  size_t rss = rss_wait_below(limit, GONE_WAIT_MS, &took);
+  fprintf(stderr,
+          "exited_test: gone pages, purge delay %ld ms: rss %.1f -> %.1f -> "
+          "%.1f MiB %.0f ms after the threads were joined\n",
+          test_purge_delay_ms(), (double)rss0 / MB, (double)joined / MB,
+          (double)rss / MB, took);
+  if (TEST_RSS_ENFORCED) {
+    CHECK(joined >= rss0 + GONE_THREADS * GONE_BYTES / 4);
+    CHECK_MSG(rss <= limit, "%.1f MiB above the start after %.0f ms",
+              ((double)rss - (double)rss0) / MB, took);
+  }
+  free(mine);
+  return check_report("exited_test gone_pages");
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
   if (strcmp(mode, "threads") == 0) return test_threads();
@@ -356,6 +421,7 @@ int main(int argc, char **argv) {
   if (strcmp(mode, "large_freer") == 0) return test_large(true);
   if (strcmp(mode, "large_single") == 0) return test_large(false);
   if (strcmp(mode, "idle_owner") == 0) return test_idle_owner();
+  if (strcmp(mode, "gone_pages") == 0) return test_gone_pages();
   fprintf(stderr, "usage: exited_test threads|destructors|large_freer|"
                   "large_single|idle_owner\n");
   return 2;

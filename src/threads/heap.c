@@ -72,7 +72,6 @@ static uint32_t class_bin_capacity(uint8_t cls) {
 }
 
 void hz_heap_init(hz_heap_t *heap) {
-  memset(heap, 0, sizeof *heap);
   for (uint8_t c = 1; c < HZ_CLASS_COUNT; c++) {
     hz_bin_t *bin = &heap->bins[c];
     bin->base = bin->top = heap->bin_slots[c];
@@ -136,7 +135,7 @@ static bool page_only_empties(const hz_heap_t *heap, const hz_page_t *page) {
  * path, which reports any free to it (all its blocks are free already). */
 static void heap_spare_push(hz_heap_t *heap, hz_page_t *page) {
   hz_page_kind_t kind = page_kind(page);
-  if (page_only_empties(heap, page)) {
+  if (page_only_empties(heap, page) || heap->gone) {
     hz_segment_page_give_back(page);
     return;
   }

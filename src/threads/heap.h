@@ -165,6 +165,7 @@ typedef struct hz_heap_s {
   bool bins_stolen;                  /* a collector raised some bin's base */
   bool took_shared;    /* its bins took blocks of the shared pages (central) */
   bool shared_refills; /* and its last refill did: it keeps no empty page */
+  bool gone;           /* pooled and collected whole: its pages go at once */
   uint32_t collect_seen;  /* collector's: activity when it last looked */
   uint64_t idle_since_ms; /* collector's: when it saw that activity first */
   bool collect_clean;     /* collector's: nothing left after a full one */
@@ -306,7 +307,11 @@ bool hz_heap_holds_nothing(const hz_heap_t *heap);
  * free blocks in its pages (malloc_trim). */
 void hz_heap_trim(hz_heap_t *heap);
 
-/* Thread lifecycle (called by the thread box). */
+/* Thread lifecycle (called by the thread box). A new heap, in memory that
+ * is zeros (a fresh mapping): only the bins and the state are written, so
+ * a bin's slots are touched when the class is first used (2,000 threads
+ * each using a few classes held 40 KiB a heap when the whole heap was
+ * cleared). */
 void hz_heap_init(hz_heap_t *heap);
 /* A heap of the shared pages (central box), in memory that is zeros: only
  * what its refills use is set, its bins stay empty without room. */
