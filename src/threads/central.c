@@ -19,10 +19,6 @@ static size_t central_span;
 static hz_lock_t make_lock = HZ_LOCK_INIT;
 static hz_lock_t class_lock[HZ_CENTRAL_CLASSES];
 static bool class_made[HZ_CENTRAL_CLASSES]; /* under the class's lock */
-/* The purge thread's: each heap's activity at its last round, and since
- * when it has not moved. */
-static uint32_t seen_activity[HZ_CENTRAL_CLASSES];
-static uint64_t idle_since_ms[HZ_CENTRAL_CLASSES];
 
 void *hz_central_malloc(hz_heap_t *heap, size_t size) {
   uint8_t cls = hz_sizeclass_of(size);
@@ -63,19 +59,27 @@ bool hz_central_set(bool on) {
   return ready;
 }
 
-/* The class's heap took no refill for HZ_IDLE_FULL_MS (and was not
- * collected whole since). */
-static bool central_idle(int cls) {
-  hz_heap_t *heap = &central[cls];
+/* The heap took no refill for HZ_IDLE_FULL_MS (and was not collected whole
+ * since), by the purge thread's looks: the heap's own collector fields. */
+static bool central_idle(hz_heap_t *heap) {
   uint64_t now_ms = hz_os_now_ms();
   uint32_t n = atomic_load_explicit(&heap->activity, memory_order_relaxed);
-  if (n != seen_activity[cls]) {
-    seen_activity[cls] = n;
-    idle_since_ms[cls] = now_ms;
+  if (n != heap->collect_seen) {
+    heap->collect_seen = n;
+    heap->idle_since_ms = now_ms;
     heap->collect_clean = false;
     return false;
   }
-  return !heap->collect_clean && now_ms - idle_since_ms[cls] >= HZ_IDLE_FULL_MS;
+  return !heap->collect_clean &&
+         now_ms - heap->idle_since_ms >= HZ_IDLE_FULL_MS;
+}
+
+/* Under the class's lock: its inbox home, and everything once idle. */
+static void central_collect_held(hz_heap_t *heap, bool all) {
+  if (all || central_idle(heap))
+    hz_heap_collect(heap, true, HZ_BINS_KEEP);
+  else if (hz_heap_has_incoming(heap))
+    hz_heap_collect(heap, false, HZ_BINS_KEEP);
 }
 
 static void central_collect_one(int cls, bool all) {
@@ -83,13 +87,7 @@ static void central_collect_one(int cls, bool all) {
     hz_lock(&class_lock[cls]);
   else if (!hz_lock_try(&class_lock[cls]))
     return; /* a refill holds it, and takes the inbox home */
-  hz_heap_t *heap = &central[cls];
-  if (!class_made[cls])
-    ;
-  else if (all || central_idle(cls))
-    hz_heap_collect(heap, true, HZ_BINS_KEEP);
-  else if (hz_heap_has_incoming(heap))
-    hz_heap_collect(heap, false, HZ_BINS_KEEP);
+  if (class_made[cls]) central_collect_held(&central[cls], all);
   hz_unlock(&class_lock[cls]);
 }
 

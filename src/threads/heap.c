@@ -562,8 +562,7 @@ bool hz_heap_has_incoming(const hz_heap_t *heap) {
 
 void hz_heap_send_and_take(hz_heap_t *heap) {
   if (!hz_heap_has_incoming(heap) && hz_remote_stash_empty(&heap->stash)) {
-    uint32_t n = atomic_load_explicit(&heap->activity, memory_order_relaxed);
-    atomic_store_explicit(&heap->activity, n + 1, memory_order_relaxed);
+    hz_heap_note_active(heap);
     return;
   }
   hz_heap_enter(heap);
@@ -754,8 +753,7 @@ HZ_INLINE bool heap_fill_bin(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
   }
   if (!heap->shared_refills) heap_turn_shared(heap);
   hz_lock(lock);
-  uint32_t n = atomic_load_explicit(&shared->activity, memory_order_relaxed);
-  atomic_store_explicit(&shared->activity, n + 1, memory_order_relaxed);
+  hz_heap_note_active(shared);
   if (hz_heap_has_incoming(shared)) hz_heap_drain_inbox(shared);
   heap_age_empty(shared, cls);
   uint32_t taken = 0, got;

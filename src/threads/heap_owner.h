@@ -39,6 +39,13 @@ void hz_heap_bins_restore(hz_heap_t *heap);
  * The secure variants report it and stop. */
 void hz_heap_reentered(hz_heap_t *heap) __attribute__((cold));
 
+/* The owner (or whoever holds a shared heap) did a slow path: a collector
+ * that sees the count move knows the heap is not idle. */
+HZ_INLINE void hz_heap_note_active(hz_heap_t *heap) {
+  uint32_t n = atomic_load_explicit(&heap->activity, memory_order_relaxed);
+  atomic_store_explicit(&heap->activity, n + 1, memory_order_relaxed);
+}
+
 /* The owner enters / leaves a slow path. */
 HZ_INLINE void hz_heap_enter(hz_heap_t *heap) {
   if (HZ_SECURE &&
@@ -47,8 +54,7 @@ HZ_INLINE void hz_heap_enter(hz_heap_t *heap) {
   hz_heap_raise_busy(heap);
   if (HZ_UNLIKELY(hz_heap_claimed(heap))) hz_heap_wait_collector(heap);
   if (HZ_UNLIKELY(heap->bins_stolen)) hz_heap_bins_restore(heap);
-  uint32_t n = atomic_load_explicit(&heap->activity, memory_order_relaxed);
-  atomic_store_explicit(&heap->activity, n + 1, memory_order_relaxed);
+  hz_heap_note_active(heap);
 }
 
 HZ_INLINE void hz_heap_leave(hz_heap_t *heap) {
