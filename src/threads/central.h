@@ -18,19 +18,19 @@
 #include "config.h"
 #include "heap.h"
 
-/* Blocks the shared pages serve. */
-#define HZ_CENTRAL_BLOCK_MAX HZ_HEAP_SHARED_MAX
-/* Classes 1 .. HZ_CENTRAL_CLASSES - 1 are those blocks' (with class 0,
- * the large blocks', unused). */
+/* Every small class has its shared heap (class 0, the large blocks', is
+ * unused). */
 #define HZ_CENTRAL_CLASSES HZ_CLASS_COUNT
 
 /* Written by the purge thread's rounds, read by the malloc slow path. */
 extern bool hz_central_on;
 
-/* The malloc of `size` bytes (slow path) refills from the shared pages. */
-HZ_INLINE bool hz_central_serves(size_t size) {
-  return __atomic_load_n(&hz_central_on, __ATOMIC_RELAXED) &&
-         size <= HZ_CENTRAL_BLOCK_MAX;
+/* A small malloc's slow path refills from the shared pages: every one
+ * while they are on, whether the caches serve its class or not (a heap
+ * whose refills went back and forth between its own pages and the shared
+ * ones gave its pages' free memory back at each turn). */
+HZ_INLINE bool hz_central_serves(void) {
+  return __atomic_load_n(&hz_central_on, __ATOMIC_RELAXED);
 }
 
 /* A small block for the thread of `heap`, its bin refilled from the shared

@@ -124,10 +124,10 @@ static hz_page_kind_t page_kind(const hz_page_t *page) {
   return hz_segment_kind_for(page->block_size);
 }
 
-/* The heap's bins of the page's class refill from the shared pages (central
- * box): its own pages of the class only empty now, and it keeps none. */
-static bool page_only_empties(const hz_heap_t *heap, const hz_page_t *page) {
-  return heap->shared_refills && page->block_size <= HZ_HEAP_SHARED_MAX;
+/* The heap's bins refill from the shared pages (central box): its own
+ * pages only empty now, and it keeps none. */
+static bool page_only_empties(const hz_heap_t *heap) {
+  return heap->shared_refills;
 }
 
 /* Keep an empty page for reuse, or give it back to its segment. A spare
@@ -135,7 +135,7 @@ static bool page_only_empties(const hz_heap_t *heap, const hz_page_t *page) {
  * path, which reports any free to it (all its blocks are free already). */
 static void heap_spare_push(hz_heap_t *heap, hz_page_t *page) {
   hz_page_kind_t kind = page_kind(page);
-  if (page_only_empties(heap, page) || heap->gone) {
+  if (page_only_empties(heap) || heap->gone) {
     hz_segment_page_give_back(page);
     return;
   }
@@ -251,7 +251,7 @@ static void heap_page_emptied(hz_heap_t *heap, hz_page_t *page) {
   hz_page_queue_t *q = &heap->queues[page->class_id];
   size_t area = hz_page_area(page);
   heap->busy_bytes -= area;
-  if (page_only_empties(heap, page)) {
+  if (page_only_empties(heap)) {
     hz_heap_retire_page(heap, page);
     return;
   }
@@ -718,17 +718,15 @@ static void heap_age_empty(hz_heap_t *heap, uint8_t cls) {
     hz_heap_retire_page(heap, last);
 }
 
-/* The heap's bins of classes up to HZ_HEAP_SHARED_MAX refill from the
- * shared pages from now on: its own pages of those classes only empty, so
- * they keep no empty page (page_only_empties) and the memory of their free
- * blocks goes at once, not when they are empty (a block still live would
- * keep a whole page resident). */
+/* The heap's bins refill from the shared pages from now on: its own pages
+ * only empty, so it keeps no empty page (page_only_empties) and the memory
+ * of their free blocks goes at once, not when they are empty (a block still
+ * live would keep a whole page resident). */
 static HZ_NOINLINE void heap_turn_shared(hz_heap_t *heap) {
   heap->shared_refills = heap->took_shared = true;
   bool lazy = hz_option_enabled(HZ_OPTION_PURGE_MADV_FREE);
   for (int c = 1; c < HZ_CLASS_COUNT; c++) {
     hz_page_queue_t *q = &heap->queues[c];
-    if (hz_sizeclass_block_size((uint8_t)c) > HZ_HEAP_SHARED_MAX) break;
     while (q->last != NULL && q->last->emptied)
       hz_heap_retire_page(heap, q->last);
     for (hz_page_t *page = q->first; page != NULL; page = page->next)
@@ -746,9 +744,7 @@ HZ_INLINE bool heap_fill_bin(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
   HZ_ASSERT(bin->top == bin->base);
   uint32_t room = (uint32_t)bin_capacity_of(bin);
   if (shared == NULL) {
-    /* a class the shared pages serve refills on its own: they are off */
-    if (hz_sizeclass_block_size(cls) <= HZ_HEAP_SHARED_MAX)
-      heap->shared_refills = false;
+    heap->shared_refills = false; /* the shared pages are off */
     return heap_refill(heap, bin, cls, room / 2) != 0;
   }
   if (!heap->shared_refills) heap_turn_shared(heap);

@@ -67,9 +67,6 @@ typedef enum {
  * empty pages up to a quarter of their pages in use: their ups and downs
  * are the whole program's, which even out across its threads. */
 #define HZ_HEAP_SHARED_EMPTY_DIVISOR 4
-/* The largest blocks the shared pages serve: every small class (those up
- * to 32 KiB through the per-CPU caches, the larger past them). */
-#define HZ_HEAP_SHARED_MAX HZ_SMALL_MAX
 
 /* Bin capacity: HZ_BIN_SLOTS blocks (64: a refill takes half, 32 blocks
  * from one page's bitmap; with 32 slots hot_pair 16-1024 B random cost

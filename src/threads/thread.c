@@ -620,7 +620,6 @@ void *hz_thread_large_alloc(size_t size, size_t align, bool zero) {
  * segment. */
 void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap) {
   if (heap->state == HZ_HEAP_EMPTY) return hz_thread_malloc_unattached(size);
-  bool shared = false; /* the bin refills from the shared pages */
   if (size <= HZ_CPU_BLOCK_MAX) {
     size_t cls = hz_sizeclass_of(size);
     if (hz_cpu_serves(heap, cls)) {
@@ -631,16 +630,13 @@ void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap) {
       if (HZ_UNLIKELY(heap->shared_refills)) hz_heap_send_and_take(heap);
       void *p = hz_cpu_refill(heap, cls);
       if (p != NULL) return p;
-      shared = hz_central_serves(size);
     }
-  } else {
-    shared = hz_central_serves(size); /* past the caches: frees go home */
   }
   hz_purge_tick();
   if (size > HZ_SMALL_MAX) return hz_thread_large_alloc(size, 0, false);
   uint64_t pages = heap->stats.pages_acquired;
-  void *p =
-      shared ? hz_central_malloc(heap, size) : hz_heap_malloc_small(heap, size);
+  void *p = hz_central_serves() ? hz_central_malloc(heap, size)
+                                : hz_heap_malloc_small(heap, size);
   if (heap->stats.pages_acquired != pages) hz_thread_reclaim_pooled();
   return HZ_LIKELY(p != NULL) ? p : thread_retry(heap, size, 0, false);
 }
