@@ -71,6 +71,18 @@ static void alloc_filled(void **slots, size_t n, size_t size, int byte) {
   }
 }
 
+/* malloc `n` blocks of 16-3000 B (drawn from `seed`) into `slots`, each
+ * written. */
+static void alloc_mixed(void **slots, size_t n, uint64_t seed, int byte) {
+  uint64_t rng = 0x9E3779B97F4A7C15u ^ seed;
+  for (size_t k = 0; k < n; k++) {
+    size_t size = 16 + (size_t)(test_rng_next(&rng) % 2985);
+    slots[k] = malloc(size);
+    CHECK(slots[k] != NULL);
+    if (slots[k] != NULL) fill(slots[k], size, byte);
+  }
+}
+
 /* Poll RSS every 5 ms until it is at most `limit` or `wait_ms` passed;
  * returns the last RSS and sets *took_ms. */
 static size_t rss_wait_below(size_t limit, double wait_ms, double *took_ms) {
@@ -101,13 +113,7 @@ static pthread_barrier_t all_allocated, all_freed;
 
 static void *neighbour_main(void *arg) {
   size_t i = (size_t)(uintptr_t)arg;
-  uint64_t rng = 0x9E3779B97F4A7C15u ^ (i + 1);
-  for (int k = 0; k < BLOCKS; k++) {
-    size_t size = 16 + (size_t)(test_rng_next(&rng) % 2985);
-    thread_blocks[i][k] = malloc(size);
-    CHECK(thread_blocks[i][k] != NULL);
-    if (thread_blocks[i][k] != NULL) fill(thread_blocks[i][k], size, 1);
-  }
+  alloc_mixed(thread_blocks[i], BLOCKS, i + 1, 1);
   pthread_barrier_wait(&all_allocated);
   size_t next = (i + 1) % THREADS;
   for (int k = 0; k < BLOCKS; k++)
@@ -371,13 +377,7 @@ static pthread_barrier_t gone_allocated;
 
 static void *gone_main(void *arg) {
   size_t i = (size_t)(uintptr_t)arg;
-  uint64_t rng = 0x9E3779B97F4A7C15u ^ (i + 7);
-  for (size_t k = 0; k < GONE_BLOCKS; k++) {
-    size_t size = 16 + (size_t)(test_rng_next(&rng) % 2985);
-    gone_blocks[i][k] = malloc(size);
-    CHECK(gone_blocks[i][k] != NULL);
-    if (gone_blocks[i][k] != NULL) fill(gone_blocks[i][k], size, 3);
-  }
+  alloc_mixed(gone_blocks[i], GONE_BLOCKS, i + 7, 3);
   pthread_barrier_wait(&gone_allocated);
   size_t next = (i + 1) % GONE_THREADS;
   for (size_t k = 0; k < GONE_BLOCKS; k += 2)
