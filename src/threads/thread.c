@@ -413,7 +413,10 @@ static bool purge_frees_cross(void) {
       frees += HZ_SHARED_GET(h->counts[c].frees);
     }
   pool_give();
-  uint64_t new_remote = remote - remote_seen, new_frees = frees - frees_seen;
+  /* The sums may go back (a heap retired, a count published while a
+   * collector held its bins): what went back counts as nothing new. */
+  uint64_t new_remote = remote > remote_seen ? remote - remote_seen : 0;
+  uint64_t new_frees = frees > frees_seen ? frees - frees_seen : 0;
   remote_seen = remote, frees_seen = frees;
   return new_remote != 0 && new_remote * CROSS_SHARE >= new_frees;
 }
