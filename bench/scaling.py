@@ -21,10 +21,10 @@ import tempfile
 THREADS = [1, 4, 16, 64, 256]
 # lane: (min, max, iterations per thread, slots per thread); main keeps
 # fewer slots so 256 threads stay within a few hundred MiB.
-LANES = {"guard": (16, 2048, 20_000, 400), "main": (16, 32768, 4_000, 100)}
+LANES = {"guard": (16, 2048, 200_000, 400), "main": (16, 32768, 100_000, 100)}
 R = 90
 RING = 65536
-COUNTS = ["segment_locks", "large_locks", "pool_locks", "collect_locks",
+COUNTS = ["segment_locks", "large_locks", "pool_locks", "collect_locks", "central_locks",
           "inbox_pushes", "cas_retries", "inbox_takes", "live_publishes"]
 
 

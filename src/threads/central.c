@@ -20,16 +20,43 @@ static hz_lock_t make_lock = HZ_LOCK_INIT;
 static hz_lock_t class_lock[HZ_CENTRAL_CLASSES];
 static bool class_made[HZ_CENTRAL_CLASSES]; /* under the class's lock */
 
-void *hz_central_malloc(hz_heap_t *heap, size_t size) {
-  uint8_t cls = hz_sizeclass_of(size);
+static bool central_make(void);
+
+/* The heap of class `cls`, set up by its first use. */
+static hz_heap_t *central_class(uint8_t cls) {
   hz_heap_t *shared = &central[cls];
   if (HZ_UNLIKELY(!__atomic_load_n(&class_made[cls], __ATOMIC_ACQUIRE))) {
     hz_lock(&class_lock[cls]);
-    if (!class_made[cls]) hz_heap_init_shared(shared);
+    if (!class_made[cls]) hz_heap_init_shared(shared, cls);
     __atomic_store_n(&class_made[cls], true, __ATOMIC_RELEASE);
     hz_unlock(&class_lock[cls]);
   }
-  return hz_heap_malloc_shared(heap, size, shared, &class_lock[cls]);
+  return shared;
+}
+
+void *hz_central_malloc(hz_heap_t *heap, size_t size) {
+  uint8_t cls = hz_sizeclass_of(size);
+  return hz_heap_malloc_shared(heap, size, central_class(cls),
+                               &class_lock[cls]);
+}
+
+/* The shared pages' heaps exist (mapped at the first use). */
+static bool central_ready(void) {
+  if (HZ_LIKELY(hz_central_base() != NULL)) return true;
+  hz_lock(&make_lock);
+  bool ready = central != NULL || central_make();
+  hz_unlock(&make_lock);
+  return ready;
+}
+
+void *hz_central_malloc_alone(size_t size) {
+  if (!central_ready()) return NULL;
+  uint8_t cls = hz_sizeclass_of(size);
+  hz_heap_t *shared = central_class(cls);
+  hz_lock(&class_lock[cls]);
+  void *p = hz_heap_malloc_small(shared, size);
+  hz_unlock(&class_lock[cls]);
+  return p;
 }
 
 /* The heaps' memory: zeros until a class's first refill sets its heap up,
@@ -52,9 +79,7 @@ const void *hz_central_base(void) {
 size_t hz_central_span(void) { return central_span; }
 
 bool hz_central_set(bool on) {
-  hz_lock(&make_lock);
-  bool ready = !on || central != NULL || central_make();
-  hz_unlock(&make_lock);
+  bool ready = !on || central_ready();
   if (ready) __atomic_store_n(&hz_central_on, on, __ATOMIC_RELAXED);
   return ready;
 }
@@ -74,10 +99,11 @@ static bool central_idle(hz_heap_t *heap) {
          now_ms - heap->idle_since_ms >= HZ_IDLE_FULL_MS;
 }
 
-/* Under the class's lock: its inbox home, and everything once idle. */
+/* Under the class's lock: its inbox home, and everything once idle (the
+ * blocks its bin keeps for threads without a heap too). */
 static void central_collect_held(hz_heap_t *heap, bool all) {
   if (all || central_idle(heap))
-    hz_heap_collect(heap, true, HZ_BINS_KEEP);
+    hz_heap_collect(heap, true, HZ_BINS_ALL);
   else if (hz_heap_has_incoming(heap))
     hz_heap_collect(heap, false, HZ_BINS_KEEP);
 }

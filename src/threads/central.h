@@ -36,6 +36,11 @@ HZ_INLINE bool hz_central_serves(void) {
 /* A small block for the thread of `heap`, its bin refilled from the shared
  * pages of its class; NULL when out of memory. */
 void *hz_central_malloc(hz_heap_t *heap, size_t size);
+/* A small block for a thread without a heap (a young thread of a crowded
+ * program: thread box), from the bin of its class's shared heap, under the
+ * class's lock; NULL when out of memory. Works whether the shared pages are
+ * on or off. */
+void *hz_central_malloc_alone(size_t size);
 /* Turn the shared pages on or off for the mallocs to come (blocks already
  * out come home either way). False when they cannot be had (no memory for
  * their heap). */

@@ -71,19 +71,20 @@ static uint32_t class_bin_capacity(uint8_t cls) {
   return cap < HZ_BIN_MIN ? HZ_BIN_MIN : (uint32_t)cap;
 }
 
+static void heap_bin_init(hz_heap_t *heap, uint8_t cls) {
+  hz_bin_t *bin = &heap->bins[cls];
+  bin->base = bin->top = heap->bin_slots[cls];
+  bin->limit = bin->base + class_bin_capacity(cls);
+  bin->inverse = (uint32_t)hz_class_divisor[cls];
+  bin->rotate = (uint32_t)(hz_class_divisor[cls] >> 32);
+}
+
 void hz_heap_init(hz_heap_t *heap) {
-  for (uint8_t c = 1; c < HZ_CLASS_COUNT; c++) {
-    hz_bin_t *bin = &heap->bins[c];
-    bin->base = bin->top = heap->bin_slots[c];
-    bin->limit = bin->base + class_bin_capacity(c);
-    bin->inverse = (uint32_t)hz_class_divisor[c];
-    bin->rotate = (uint32_t)(hz_class_divisor[c] >> 32);
-  }
+  for (uint8_t c = 1; c < HZ_CLASS_COUNT; c++)
+    heap_bin_init(heap, c);
   heap->state = HZ_HEAP_LIVE;
   if (hz_prof_active || hz_guard_active) hz_heap_arm_sampling(heap);
 }
-
-void hz_heap_init_shared(hz_heap_t *heap) { heap->state = HZ_HEAP_SHARED; }
 
 /* The next sample of the bin's class after `skip` more blocks. */
 static void heap_sample_after(hz_bin_t *bin, uint64_t skip) {
@@ -108,6 +109,15 @@ void hz_heap_arm_sampling(hz_heap_t *heap) {
   for (uint8_t c = 1; c < HZ_CLASS_COUNT; c++)
     if (hz_prof_active || heap_guard_class(c))
       heap_sample_after(&heap->bins[c], heap_sample_gap(c));
+}
+
+/* Only the bin of its class: threads without a heap malloc from it (the
+ * central box's lock held), counted and sampled as any heap's. */
+void hz_heap_init_shared(hz_heap_t *heap, uint8_t cls) {
+  heap_bin_init(heap, cls);
+  heap->state = HZ_HEAP_SHARED;
+  if (hz_prof_active || (hz_guard_active && heap_guard_class(cls)))
+    heap_sample_after(&heap->bins[cls], heap_sample_gap(cls));
 }
 
 /* ---------------------------------------------------------------------------

@@ -310,9 +310,10 @@ void hz_heap_trim(hz_heap_t *heap);
  * each using a few classes held 40 KiB a heap when the whole heap was
  * cleared). */
 void hz_heap_init(hz_heap_t *heap);
-/* A heap of the shared pages (central box), in memory that is zeros: only
- * what its refills use is set, its bins stay empty without room. */
-void hz_heap_init_shared(hz_heap_t *heap);
+/* The shared pages' heap of class `cls` (central box), in memory that is
+ * zeros: only the bin of its class is set (threads without a heap malloc
+ * from it), the others stay empty without room. */
+void hz_heap_init_shared(hz_heap_t *heap, uint8_t cls);
 void hz_heap_flush(hz_heap_t *heap);
 /* The exiting owner publishes its stash and counts and keeps its bins for
  * the thread that adopts the heap next (collectors take them otherwise). */
