@@ -30,6 +30,11 @@
  *   - chain (argument "chain", with the purge thread): chains of threads
  *     that each free their predecessor's blocks and exit make the purge
  *     thread's rounds turn the caches off, and they come back after;
+ *   - alone (argument "alone"): while more than HZ_SHARED_PAGES (4)
+ *     threads a CPU hold a heap, threads that start make their first
+ *     mallocs and frees without one (written blocks of the shared pages,
+ *     some freed by main), and take one past ALONE_OPS; with few threads
+ *     a new thread takes a heap at once;
  *   - share (argument "share", with the purge thread): more than
  *     HZ_SHARED_PAGES (4) threads a CPU that free only their own blocks
  *     never turn the shared pages on; once they hand blocks round a ring
@@ -394,6 +399,100 @@ static void share(void) {
   hz_free(mine);
 }
 
+/* --- alone -----------------------------------------------------------------
+ */
+enum { ALONE_BLOCKS = 50, ALONE_YOUNG = 20, ALONE_OPS_MAX = 256 };
+static pthread_barrier_t holders_up;
+static atomic_bool holders_go;
+static void *alone_handed[ALONE_YOUNG][ALONE_BLOCKS / 2];
+static void *main_block; /* main's, freed by the first young thread */
+
+static void *holder(void *arg) {
+  (void)arg;
+  void *p = hz_malloc(64); /* a heap of its own, held while it waits */
+  CHECK(p != NULL);
+  pthread_barrier_wait(&holders_up);
+  while (!atomic_load(&holders_go))
+    usleep(1000);
+  hz_free(p);
+  return NULL;
+}
+
+/* A young thread of the crowded program: 50 written blocks of 16-3000 B
+ * from the shared pages and no heap; it frees half itself (and, the first,
+ * a block of main's heap), leaves half to main. */
+static void *young(void *arg) {
+  int me = (int)(intptr_t)arg;
+  unsigned char *b[ALONE_BLOCKS];
+  for (int k = 0; k < ALONE_BLOCKS; k++) {
+    size_t size = 16 + (size_t)(me * 131 + k * 977) % 2985;
+    b[k] = hz_malloc(size);
+    CHECK(b[k] != NULL);
+    memset(b[k], me + k, size);
+    if (hz_arena_holds(b[k])) /* a guarded sample is on no page */
+      CHECK_MSG(hz_central_holds(hz_segment_block_page(b[k])),
+                "a young thread's block is not of the shared pages");
+  }
+  if (me == 0) hz_free(main_block);
+  CHECK_MSG(hz_heap_current() == &hz_heap_empty,
+            "a young thread of a crowded program took a heap");
+  for (int k = 0; k < ALONE_BLOCKS; k++) {
+    size_t size = 16 + (size_t)(me * 131 + k * 977) % 2985;
+    CHECK(b[k][0] == (unsigned char)(me + k) &&
+          b[k][size - 1] == (unsigned char)(me + k));
+    if (k % 2 == 0)
+      hz_free(b[k]);
+    else
+      alone_handed[me][k / 2] = b[k];
+  }
+  /* past ALONE_OPS it takes a heap like any thread */
+  for (int k = 0; k < ALONE_OPS_MAX; k++)
+    hz_free(hz_malloc(100));
+  CHECK_MSG(hz_heap_current() != &hz_heap_empty,
+            "a thread that went on past its first mallocs took no heap");
+  return NULL;
+}
+
+/* A thread of a program that is not crowded takes a heap at once (for a
+ * size the caches do not hold: a cache may serve a thread without one). */
+static void *settled(void *arg) {
+  (void)arg;
+  void *p = hz_malloc(HZ_CPU_BLOCK_MAX + 1000);
+  CHECK(p != NULL);
+  CHECK_MSG(hz_heap_current() != &hz_heap_empty,
+            "a thread of an uncrowded program mallocs without a heap");
+  hz_free(p);
+  return NULL;
+}
+
+/* More than HZ_SHARED_PAGES (4) threads a CPU hold a heap: threads that
+ * start then make their first mallocs and frees without one, from the
+ * shared pages; with few threads, a new thread takes a heap at once. */
+static void alone(void) {
+  if (!per_cpu) return;
+  int cpus = (int)sysconf(_SC_NPROCESSORS_CONF);
+  int n = 4 * cpus + 1;
+  if (n > 64) n = 64;
+  main_block = hz_malloc(200);
+  pthread_t holders[64], t;
+  pthread_barrier_init(&holders_up, NULL, (unsigned)n + 1);
+  for (int i = 0; i < n; i++)
+    CHECK(pthread_create(&holders[i], NULL, holder, NULL) == 0);
+  pthread_barrier_wait(&holders_up);
+  for (int i = 0; i < ALONE_YOUNG; i++) {
+    CHECK(pthread_create(&t, NULL, young, (void *)(intptr_t)i) == 0);
+    pthread_join(t, NULL);
+  }
+  for (int i = 0; i < ALONE_YOUNG; i++)
+    for (int k = 0; k < ALONE_BLOCKS / 2; k++)
+      hz_free(alone_handed[i][k]);
+  atomic_store(&holders_go, true);
+  for (int i = 0; i < n; i++)
+    pthread_join(holders[i], NULL);
+  CHECK(pthread_create(&t, NULL, settled, NULL) == 0); /* few threads now */
+  pthread_join(t, NULL);
+}
+
 /* --- unregistered ----------------------------------------------------------
  */
 enum { SWAP_ROUNDS = 1000000, SWAP_SLOTS = 256 };
@@ -519,6 +618,10 @@ int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "chain") == 0) {
     chain();
     return check_report("cpu_cache chain");
+  }
+  if (argc > 1 && strcmp(argv[1], "alone") == 0) {
+    alone();
+    return check_report("cpu_cache alone");
   }
   if (argc > 1 && strcmp(argv[1], "share") == 0) {
     share();

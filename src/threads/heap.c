@@ -755,7 +755,10 @@ HZ_INLINE bool heap_fill_bin(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
   uint32_t room = (uint32_t)bin_capacity_of(bin);
   if (shared == NULL) {
     heap->shared_refills = false; /* the shared pages are off */
-    return heap_refill(heap, bin, cls, room / 2) != 0;
+    /* a shared heap's own bin serves threads without a heap one block at
+     * a time: it keeps none for them */
+    uint32_t want = heap->state == HZ_HEAP_SHARED ? 1 : room / 2;
+    return heap_refill(heap, bin, cls, want) != 0;
   }
   if (!heap->shared_refills) heap_turn_shared(heap);
   hz_lock(lock);
