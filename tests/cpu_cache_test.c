@@ -27,6 +27,10 @@
  *     SHARED: a bin refilled from them holds their blocks, whose frees go
  *     onto the caches, while a block of another thread's own page goes
  *     home past them; off again, every class is cached as before;
+ *   - local: a class whose frees are local (fewer than 1 in 8 of another
+ *     heap's block, seen while the class is off) goes off the caches at a
+ *     probe within 32 rounds and stays off, goes back on when its frees
+ *     turn remote, and is probed again within 32 rounds;
  *   - chain (argument "chain", with the purge thread): chains of threads
  *     that each free their predecessor's blocks and exit make the purge
  *     thread's rounds turn the caches off, and they come back after;
@@ -223,13 +227,13 @@ static void drain(void) {
 static void crowded(void) {
   if (!per_cpu) return;
   size_t cpus = (size_t)sysconf(_SC_NPROCESSORS_CONF);
-  CHECK(hz_cpu_cache_rejudge(4 * cpus + 1, 0, NULL,
-                             0)); /* drain what they hold */
+  CHECK(hz_cpu_cache_rejudge(4 * cpus + 1, 0, NULL, 0,
+                             NULL)); /* drain what they hold */
   CHECK(hz_cpu_mode[hz_sizeclass_of(256)] == HZ_CPU_CLASS_CACHED);
   CHECK(hz_cpu_mode[hz_sizeclass_of(257)] == HZ_CPU_CLASS_OFF);
   CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)] == HZ_CPU_CLASS_OFF);
-  CHECK(!hz_cpu_cache_rejudge(4 * cpus + 1, 0, NULL, 0));
-  CHECK(!hz_cpu_cache_rejudge(4 * cpus, 0, NULL, 0));
+  CHECK(!hz_cpu_cache_rejudge(4 * cpus + 1, 0, NULL, 0, NULL));
+  CHECK(!hz_cpu_cache_rejudge(4 * cpus, 0, NULL, 0, NULL));
   CHECK(hz_cpu_mode[hz_sizeclass_of(257)] == HZ_CPU_CLASS_CACHED);
   CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)] == HZ_CPU_CLASS_CACHED);
   CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX + 1)] == HZ_CPU_CLASS_OFF);
@@ -264,7 +268,7 @@ static void shared(void) {
   CHECK(hz_central_base() != NULL && hz_central_span() > 0);
   /* nothing goes off */
   CHECK(!hz_cpu_cache_rejudge(4 * cpus + 1, 0, hz_central_base(),
-                              hz_central_span()));
+                              hz_central_span(), NULL));
   CHECK(hz_cpu_mode[hz_sizeclass_of(16)] == HZ_CPU_CLASS_SHARED);
   CHECK(hz_cpu_mode[hz_sizeclass_of(257)] == HZ_CPU_CLASS_SHARED);
   CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)] == HZ_CPU_CLASS_SHARED);
@@ -290,7 +294,7 @@ static void shared(void) {
   pthread_join(other, NULL);
   /* Off again: every class cached, whoever owns the block. */
   CHECK(hz_central_set(false));
-  CHECK(!hz_cpu_cache_rejudge(1, 0, NULL, 0));
+  CHECK(!hz_cpu_cache_rejudge(1, 0, NULL, 0, NULL));
   CHECK(hz_cpu_mode[hz_sizeclass_of(257)] == HZ_CPU_CLASS_CACHED);
   CHECK(hz_cpu_takes_free(page));
   hz_collect(true);
@@ -397,6 +401,63 @@ static void share(void) {
     usleep(10000);
   CHECK_MSG(!shared_on(), "the shared pages stayed on after the threads went");
   hz_free(mine);
+}
+
+/* --- local -----------------------------------------------------------------
+ */
+/* One round of the rules with `frees` frees of the class of `size`, of
+ * which `remote` went to other heaps through stashes; true when a class
+ * went off. */
+static bool local_round(size_t size, uint64_t frees, uint64_t remote) {
+  static hz_cpu_frees_t seen;
+  memset(&seen, 0, sizeof seen);
+  seen.frees[hz_sizeclass_of(size)] = frees;
+  seen.remote[hz_sizeclass_of(size)] = remote;
+  return hz_cpu_cache_rejudge(1, 0, NULL, 0, &seen);
+}
+
+static uint8_t mode_of(size_t size) {
+  return hz_cpu_mode[hz_sizeclass_of(size)];
+}
+
+/* Rounds of `frees` local frees of the class of `size` until it goes off
+ * the caches (a probe); how many it took. */
+static int rounds_to_probe(size_t size, uint64_t frees) {
+  int rounds = 0;
+  while (rounds < 64 && mode_of(size) == HZ_CPU_CLASS_CACHED) {
+    local_round(size, frees, 0);
+    rounds++;
+  }
+  return rounds;
+}
+
+/* A class whose frees are local goes off the caches and back on when they
+ * turn remote: within 32 rounds a probe takes every class with enough
+ * frees off for a round; seen off, a class with fewer than 1 free in 8 of
+ * another heap's block stays off, one with more goes back on; on, it is
+ * probed again within 32 rounds; a class with too few frees to tell keeps
+ * its mode. */
+static void local(void) {
+  if (!per_cpu) return;
+  CHECK(mode_of(100) == HZ_CPU_CLASS_CACHED);
+  int rounds = rounds_to_probe(100, 5000);
+  CHECK_MSG(mode_of(100) == HZ_CPU_CLASS_OFF && rounds <= 32,
+            "a cached class with local frees was not probed within 32 "
+            "rounds (%d)",
+            rounds);
+  CHECK(mode_of(2000) == HZ_CPU_CLASS_CACHED); /* no frees: not probed */
+  CHECK(!local_round(100, 5000, 100));         /* 2% of other heaps': local */
+  CHECK(mode_of(100) == HZ_CPU_CLASS_OFF);
+  CHECK(!local_round(100, 500, 400)); /* too few to tell */
+  CHECK(mode_of(100) == HZ_CPU_CLASS_OFF);
+  CHECK(!local_round(100, 5000, 2000)); /* 40%: back on */
+  CHECK(mode_of(100) == HZ_CPU_CLASS_CACHED);
+  rounds = rounds_to_probe(100, 5000);
+  CHECK_MSG(mode_of(100) == HZ_CPU_CLASS_OFF && rounds <= 32,
+            "a cached class was not probed again within 32 rounds (%d)",
+            rounds);
+  CHECK(!local_round(100, 5000, 4000)); /* remote: on for the next steps */
+  CHECK(mode_of(100) == HZ_CPU_CLASS_CACHED);
 }
 
 /* --- alone -----------------------------------------------------------------
@@ -584,11 +645,11 @@ static void *chain_link(void *arg) {
 
 static void churn(void) {
   if (!per_cpu) return;
-  CHECK(hz_cpu_cache_rejudge(2, 3, NULL, 0)); /* it begins */
+  CHECK(hz_cpu_cache_rejudge(2, 3, NULL, 0, NULL)); /* it begins */
   CHECK(hz_cpu_mode[hz_sizeclass_of(16)] == HZ_CPU_CLASS_OFF);
   CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)] == HZ_CPU_CLASS_OFF);
-  CHECK(!hz_cpu_cache_rejudge(2, 3, NULL, 0)); /* it goes on */
-  CHECK(!hz_cpu_cache_rejudge(2, 2, NULL, 0));
+  CHECK(!hz_cpu_cache_rejudge(2, 3, NULL, 0, NULL)); /* it goes on */
+  CHECK(!hz_cpu_cache_rejudge(2, 2, NULL, 0, NULL));
   CHECK(hz_cpu_mode[hz_sizeclass_of(16)] == HZ_CPU_CLASS_CACHED);
 }
 
@@ -633,6 +694,7 @@ int main(int argc, char **argv) {
   crowded();
   churn();
   shared();
+  local();
   unregistered();
   return check_report("cpu_cache");
 }

@@ -68,6 +68,7 @@ static bool central_make(void) {
   for (int c = 0; c < HZ_CENTRAL_CLASSES; c++)
     hz_lock_reinit(&class_lock[c]);
   central_span = span;
+  hz_heap_set_shared_range(heaps, span);
   __atomic_store_n(&central, heaps, __ATOMIC_RELEASE);
   return true;
 }

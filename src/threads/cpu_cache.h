@@ -95,16 +95,26 @@ bool hz_cpu_crowded(size_t threads);
 /* More threads hold a heap than HZ_SHARED_PAGES a CPU: a program whose
  * threads free each other's blocks takes the shared pages (central box). */
 bool hz_cpu_sharing(size_t threads);
+/* What the heaps published of each class's frees since the last look:
+ * all, and those of other heaps' blocks that went through a stash (not
+ * onto the caches). */
+typedef struct {
+  uint64_t remote[HZ_CLASS_COUNT];
+  uint64_t frees[HZ_CLASS_COUNT];
+} hz_cpu_frees_t;
+
 /* Look at every class afresh, `threads` threads holding a heap now and
  * `exits` threads gone since the last look: the purge thread's rounds.
  * `shared` (not NULL): the crowded program's small blocks come from the
  * shared pages (central box) of the heaps in [shared, shared + span); every
  * class caches their blocks
- * and sends other heaps' home, whose pages then empty. True when a class
- * just went off (crowded, threads exiting): what the caches hold is to go
- * home (hz_cpu_cache_drain). */
+ * and sends other heaps' home, whose pages then empty. `seen` (NULL:
+ * nothing seen) tells which classes free locally (see HZ_CPU_LOCAL_SHARE
+ * in cpu_cache.c). True when a class just went off (crowded, threads
+ * exiting, local): what the caches hold is to go home
+ * (hz_cpu_cache_drain). */
 bool hz_cpu_cache_rejudge(size_t threads, size_t exits, const void *shared,
-                          size_t span);
+                          size_t span, const hz_cpu_frees_t *seen);
 
 /* Empty every CPU cache and depot into the calling thread's heap (trim,
  * an idle process). */

@@ -29,6 +29,13 @@
 
 /* Bins empty and without room: every call takes the slow path. */
 const hz_heap_t hz_heap_empty = {.state = HZ_HEAP_EMPTY};
+uintptr_t hz_heap_shared_base;
+size_t hz_heap_shared_span;
+
+void hz_heap_set_shared_range(const void *base, size_t span) {
+  HZ_SHARED_SET(hz_heap_shared_base, (uintptr_t)base);
+  HZ_SHARED_SET(hz_heap_shared_span, span);
+}
 
 HZ_TLS hz_heap_t *hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
 

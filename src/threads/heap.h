@@ -128,6 +128,7 @@ typedef struct {
 typedef struct {
   uint64_t allocs, frees;
   uint64_t remote_frees; /* blocks of other heaps' pages */
+  uint64_t shared_frees; /* of those, the shared pages' (central box) */
   int64_t published;
 } hz_class_counts_t;
 
@@ -172,6 +173,19 @@ typedef struct hz_heap_s {
 } hz_heap_t;
 
 extern const hz_heap_t hz_heap_empty;
+
+/* Where the shared pages' heaps lie (central box), set once as they are
+ * mapped: [base, base + span), or an empty range before. */
+extern uintptr_t hz_heap_shared_base;
+extern size_t hz_heap_shared_span;
+void hz_heap_set_shared_range(const void *base, size_t span);
+
+/* `heap` is one of the shared pages' heaps: told by its address alone, so
+ * a thread freeing its block reads no line of it. */
+HZ_INLINE bool hz_heap_is_shared(const hz_heap_t *heap) {
+  return (uintptr_t)heap - HZ_SHARED_GET(hz_heap_shared_base) <
+         HZ_SHARED_GET(hz_heap_shared_span);
+}
 extern HZ_TLS hz_heap_t *hz_heap_tls;
 
 HZ_INLINE hz_heap_t *hz_heap_current(void) { return hz_heap_tls; }

@@ -31,10 +31,13 @@ HZ_INLINE void heap_free_remote(hz_heap_t *heap, hz_page_t *page,
                                 hz_block_t *block) {
   heap->bins[page->class_id].free_base++; /* a free that skips the bin */
   hz_heap_enter(heap);
-  hz_inbox_t *dest = &hz_page_heap(page)->inbox;
+  hz_heap_t *owner = hz_page_heap(page);
+  hz_inbox_t *dest = &owner->inbox;
   uint8_t cls = page->class_id;
   size_t size = page->block_size;
   HZ_SHARED_ADD(heap->counts[cls].remote_frees, 1);
+  if (HZ_UNLIKELY(hz_heap_is_shared(owner)))
+    HZ_SHARED_ADD(heap->counts[cls].shared_frees, 1);
   unsigned published = hz_remote_stash(&heap->stash, dest, block, size);
   if (published != 0) {
     HZ_SHARED_ADD(heap->stats.batches_published, published);

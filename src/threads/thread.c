@@ -408,45 +408,61 @@ static void purge_drain_idle_caches(void) {
   purge_drain_caches();
 }
 
-/* Threads free each other's blocks: since the last look, at least one
- * free in CROSS_SHARE went to another heap (as the heaps published them on
- * their slow paths). */
-#define CROSS_SHARE 8
-
-static bool purge_frees_cross(void) {
-  static uint64_t remote_seen, frees_seen;
-  uint64_t remote = 0, frees = 0;
+/* What the heaps published of each class's frees since the last round:
+ * all of them, and those of other threads' heaps' blocks that went through
+ * a stash (while a class is on the caches, those go there and are not
+ * counted; the shared pages' blocks, which young threads took without a
+ * heap and free with one, are no other thread's).
+ * The sums may go back (a heap retired, a count published while a
+ * collector held its bins): what went back counts as nothing new. */
+static void purge_class_frees(hz_cpu_frees_t *out) {
+  static uint64_t remote_seen[HZ_CLASS_COUNT], frees_seen[HZ_CLASS_COUNT];
+  uint64_t remote[HZ_CLASS_COUNT] = {0}, frees[HZ_CLASS_COUNT] = {0};
   pool_take();
   for (hz_heap_t *h = heaps_all.first; h != NULL; h = h->next_all)
     for (int c = 1; c < HZ_CLASS_COUNT; c++) {
-      remote += HZ_SHARED_GET(h->counts[c].remote_frees);
-      frees += HZ_SHARED_GET(h->counts[c].frees);
+      remote[c] += HZ_SHARED_GET(h->counts[c].remote_frees) -
+                   HZ_SHARED_GET(h->counts[c].shared_frees);
+      frees[c] += HZ_SHARED_GET(h->counts[c].frees);
     }
   pool_give();
-  /* The sums may go back (a heap retired, a count published while a
-   * collector held its bins): what went back counts as nothing new. */
-  uint64_t new_remote = remote > remote_seen ? remote - remote_seen : 0;
-  uint64_t new_frees = frees > frees_seen ? frees - frees_seen : 0;
-  remote_seen = remote, frees_seen = frees;
-  return new_remote != 0 && new_remote * CROSS_SHARE >= new_frees;
+  for (int c = 1; c < HZ_CLASS_COUNT; c++) {
+    out->remote[c] =
+        remote[c] > remote_seen[c] ? remote[c] - remote_seen[c] : 0;
+    out->frees[c] = frees[c] > frees_seen[c] ? frees[c] - frees_seen[c] : 0;
+    remote_seen[c] = remote[c], frees_seen[c] = frees[c];
+  }
 }
 
-/* The front end's rules look at the threads holding a heap and the threads
- * that exited since the last round. A crowded program whose threads free
- * each other's blocks takes the shared pages, and keeps them while it is
- * crowded: their frees all look like other heaps' then, so the share cannot
- * be told again. */
+/* Threads free each other's blocks: since the last look, at least one
+ * free in CROSS_SHARE went to another heap. */
+#define CROSS_SHARE 8
+
+static bool purge_frees_cross(const hz_cpu_frees_t *seen) {
+  uint64_t remote = 0, frees = 0;
+  for (int c = 1; c < HZ_CLASS_COUNT; c++)
+    remote += seen->remote[c], frees += seen->frees[c];
+  return remote != 0 && remote * CROSS_SHARE >= frees;
+}
+
+/* The front end's rules look at the threads holding a heap, the threads
+ * that exited since the last round and each class's frees. A crowded
+ * program whose threads free each other's blocks takes the shared pages,
+ * and keeps them while it is crowded: their frees all look like other
+ * heaps' then, so the share cannot be told again. */
 static void purge_rejudge_caches(void) {
   static size_t exits_seen;
+  static hz_cpu_frees_t seen;
   size_t exits = HZ_SHARED_GET(threads_exited);
   size_t threads = HZ_SHARED_GET(heaps_live);
+  purge_class_frees(&seen);
   bool shared = hz_cpu_sharing(threads) &&
-                (HZ_SHARED_GET(hz_central_on) || purge_frees_cross());
+                (HZ_SHARED_GET(hz_central_on) || purge_frees_cross(&seen));
   if (shared != HZ_SHARED_GET(hz_central_on) && !hz_central_set(shared))
     shared = false;
   if (hz_cpu_cache_rejudge(threads, exits - exits_seen,
-                           shared ? hz_central_base() : NULL,
-                           hz_central_span()))
+                           shared ? hz_central_base() : NULL, hz_central_span(),
+                           &seen))
     purge_drain_caches();
   exits_seen = exits;
 }
