@@ -96,6 +96,20 @@ static size_t rss_wait_below(size_t limit, double wait_ms, double *took_ms) {
   return rss;
 }
 
+/* rss_wait_below up to `limit` for the mode `what`, and one line saying how
+ * RSS went from `start` through `peak` to where it came `since` its event. */
+static size_t rss_return(const char *what, const char *since, size_t start,
+                         size_t peak, size_t limit, double wait_ms,
+                         double *took_ms) {
+  size_t rss = rss_wait_below(limit, wait_ms, took_ms);
+  fprintf(stderr,
+          "exited_test: %s, purge delay %ld ms: rss %.1f -> %.1f -> %.1f "
+          "MiB %.0f ms after %s\n",
+          what, test_purge_delay_ms(), (double)start / MB, (double)peak / MB,
+          (double)rss / MB, *took_ms, since);
+  return rss;
+}
+
 /* ---------------------------------------------------------------------------
  * threads: memory of exited threads
  * ------------------------------------------------------------------------- */
@@ -346,12 +360,8 @@ static int test_idle_owner(void) {
   owner_busy();
   double took;
   size_t limit = rss0 + IDLE_SLACK;
-  size_t rss = rss_wait_below(limit, IDLE_WAIT_MS, &took);
-  fprintf(stderr,
-          "exited_test: idle owner, purge delay %ld ms: rss %.1f -> %.1f -> "
-          "%.1f MiB %.0f ms after its last slow path\n",
-          test_purge_delay_ms(), (double)rss0 / MB, (double)filled / MB,
-          (double)rss / MB, took);
+  size_t rss = rss_return("idle owner", "its last slow path", rss0, filled,
+                          limit, IDLE_WAIT_MS, &took);
   if (TEST_RSS_ENFORCED) {
     CHECK(filled >= rss0 + IDLE_BYTES / 2);
     CHECK_MSG(rss <= limit && took <= IDLE_WAIT_MS,
@@ -399,12 +409,8 @@ static int test_gone_pages(void) {
   size_t joined = test_rss_bytes();
   double took;
   size_t limit = rss0 + GONE_SLACK;
-  size_t rss = rss_wait_below(limit, GONE_WAIT_MS, &took);
-  fprintf(stderr,
-          "exited_test: gone pages, purge delay %ld ms: rss %.1f -> %.1f -> "
-          "%.1f MiB %.0f ms after the threads were joined\n",
-          test_purge_delay_ms(), (double)rss0 / MB, (double)joined / MB,
-          (double)rss / MB, took);
+  size_t rss = rss_return("gone pages", "the threads were joined", rss0, joined,
+                          limit, GONE_WAIT_MS, &took);
   if (TEST_RSS_ENFORCED) {
     CHECK(joined >= rss0 + GONE_THREADS * GONE_BYTES / 4);
     CHECK_MSG(rss <= limit, "%.1f MiB above the start after %.0f ms",

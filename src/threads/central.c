@@ -15,7 +15,6 @@
 bool hz_central_on;
 
 static hz_heap_t *central; /* HZ_CENTRAL_CLASSES heaps, by class */
-static size_t central_span;
 static hz_lock_t make_lock = HZ_LOCK_INIT;
 static hz_lock_t class_lock[HZ_CENTRAL_CLASSES];
 static bool class_made[HZ_CENTRAL_CLASSES]; /* under the class's lock */
@@ -67,7 +66,6 @@ static bool central_make(void) {
   if (heaps == NULL) return false;
   for (int c = 0; c < HZ_CENTRAL_CLASSES; c++)
     hz_lock_reinit(&class_lock[c]);
-  central_span = span;
   hz_heap_set_shared_range(heaps, span);
   __atomic_store_n(&central, heaps, __ATOMIC_RELEASE);
   return true;
@@ -77,7 +75,7 @@ const void *hz_central_base(void) {
   return __atomic_load_n(&central, __ATOMIC_ACQUIRE);
 }
 
-size_t hz_central_span(void) { return central_span; }
+size_t hz_central_span(void) { return HZ_SHARED_GET(hz_heap_shared_span); }
 
 bool hz_central_set(bool on) {
   bool ready = !on || central_ready();

@@ -50,14 +50,13 @@ bool hz_central_set(bool on);
  * free blocks. The purge thread's rounds call it with all = false. */
 void hz_central_collect(bool all);
 /* The shared pages' heaps lie in [base, base + span): their owner words
- * name one of them (NULL and 0 before the first switch on). */
+ * name one of them (NULL and 0 before they are first used). */
 const void *hz_central_base(void);
 size_t hz_central_span(void);
 
 /* The page is one of the shared pages. */
 HZ_INLINE bool hz_central_holds(const hz_page_t *page) {
-  return (uintptr_t)hz_page_heap(page) - (uintptr_t)hz_central_base() <
-         hz_central_span();
+  return hz_heap_is_shared(hz_page_heap(page));
 }
 /* Add the shared pages' counters to `out`. */
 void hz_central_summarize(hz_heap_summary_t *out);

@@ -96,8 +96,8 @@ bool hz_cpu_crowded(size_t threads);
  * threads free each other's blocks takes the shared pages (central box). */
 bool hz_cpu_sharing(size_t threads);
 /* What the heaps published of each class's frees since the last look:
- * all, and those of other heaps' blocks that went through a stash (not
- * onto the caches). */
+ * all, and those of other threads' heaps' blocks (not the shared pages')
+ * that went through a stash (not onto the caches). */
 typedef struct {
   uint64_t remote[HZ_CLASS_COUNT];
   uint64_t frees[HZ_CLASS_COUNT];
