@@ -32,10 +32,15 @@ _Static_assert(offsetof(hz_cpu_cache_t, cap) == HZ_CPU_CAP_OFFSET,
                "the push section reads `cap` here");
 _Static_assert(offsetof(hz_cpu_cache_t, slots) == HZ_CPU_SLOTS_OFFSET,
                "the sections read the slots here");
+_Static_assert(sizeof(hz_cpu_cache_t) == 1 << HZ_CPU_CACHE_LOG2,
+               "the sections find a cache with a shift");
+_Static_assert(sizeof(((hz_cpu_cache_t *)0)->slots[0]) == 1 << HZ_CPU_ROW_LOG2,
+               "the sections find a row with a shift");
 
 bool hz_cpu_cache_on;
 hz_cpu_cache_t *hz_cpu_caches;
 long hz_cpu_id_offset;
+long hz_cpu_rseq_offset;
 HZ_TLS uint64_t hz_cpu_restarts;
 static uint64_t exited_restarts; /* of threads that exited */
 static long cache_count;
@@ -235,6 +240,7 @@ static long membarrier(int cmd, unsigned flags, int cpu) {
 static bool rseq_usable(void) {
 #if defined(__x86_64__)
   if (__rseq_size == 0) return false;
+  hz_cpu_rseq_offset = __rseq_offset;
   unsigned long features = getauxval(AT_RSEQ_FEATURE_SIZE);
   hz_cpu_id_offset = features >= 28 ? 24 : 4; /* mm_cid, else cpu_id */
   return membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ, 0, 0) == 0;

@@ -40,19 +40,27 @@
 
 /* One CPU's cache. `closed` is set while another thread drains it: every
  * section finds it empty (pop) or full (push). `cap` is each class's stack
- * size, the same on every CPU. The offsets are the sections' (asserted in
+ * size, the same on every CPU. Caches lie 2^HZ_CPU_CACHE_LOG2 bytes apart,
+ * so a section finds its CPU's with a shift (the tail is never written and
+ * takes no memory). The offsets are the sections' (asserted in
  * cpu_cache.c). */
+#define HZ_CPU_CACHE_LOG2 15
+#define HZ_CPU_HEAD_BYTES 384
 typedef struct {
   uint32_t top[HZ_CPU_CLASSES];
   uint32_t closed;
   uint32_t cap[HZ_CPU_CLASSES];
-  uint32_t pad[96 - 2 * HZ_CPU_CLASSES - 1];
+  uint32_t pad[HZ_CPU_HEAD_BYTES / 4 - 2 * HZ_CPU_CLASSES - 1];
   void *slots[HZ_CPU_CLASSES][HZ_CPU_SLOTS];
+  char tail[(1 << HZ_CPU_CACHE_LOG2) - HZ_CPU_HEAD_BYTES -
+            HZ_CPU_CLASSES * HZ_CPU_SLOTS * sizeof(void *)];
 } hz_cpu_cache_t;
 
 #define HZ_CPU_CLOSED_OFFSET (4 * HZ_CPU_CLASSES)
 #define HZ_CPU_CAP_OFFSET    (4 * HZ_CPU_CLASSES + 4)
-#define HZ_CPU_SLOTS_OFFSET  384
+#define HZ_CPU_SLOTS_OFFSET  HZ_CPU_HEAD_BYTES
+/* A class's row of slots lies cls << HZ_CPU_ROW_LOG2 bytes into them. */
+#define HZ_CPU_ROW_LOG2 (HZ_CPU_SLOTS_LOG2 + 3)
 
 extern bool hz_cpu_cache_on;
 /* What the caches do with a class now, one load on the fast paths: off
@@ -74,8 +82,14 @@ extern uint8_t hz_cpu_mode[HZ_CLASS_COUNT];
  * words, less the base, are below the span. */
 extern uintptr_t hz_cpu_shared_base, hz_cpu_shared_span;
 
+/* The sections name these two in their text (hidden symbols, one load
+ * each): where the caches start, and where in the rseq area the id that
+ * picks one lies (mm_cid, else cpu_id). */
 extern hz_cpu_cache_t *hz_cpu_caches;
-extern long hz_cpu_id_offset; /* of mm_cid (or cpu_id) in struct rseq */
+extern long hz_cpu_id_offset;
+/* glibc's __rseq_offset, copied at start-up so a section reads it with one
+ * load: the thread's rseq area is at %fs:hz_cpu_rseq_offset. */
+extern long hz_cpu_rseq_offset;
 extern HZ_TLS uint64_t hz_cpu_restarts;
 
 /* Decide at start-up (after the options and the profiler): on where rseq
@@ -133,16 +147,9 @@ uint64_t hz_cpu_cache_blocks(void);
 void hz_cpu_cache_thread_exit(void);
 
 #if defined(__x86_64__)
-extern const ptrdiff_t __rseq_offset;
-
-/* The thread's rseq area (glibc's registration). */
-HZ_INLINE char *hz_cpu_rseq(void) {
-  return (char *)__builtin_thread_pointer() + __rseq_offset;
-}
-
 /* A section's descriptor (struct rseq_cs: version, flags, start, length,
  * abort handler), and the store of its address into the thread's
- * rseq_cs field (offset 8) that arms it. */
+ * rseq_cs field (offset 8 in the area at %fs:rs) that arms it. */
 #define HZ_RSEQ_ARM(start, end, abort)                                         \
   ".pushsection __rseq_cs, \"aw\"\n\t"                                         \
   ".balign 32\n\t"                                                             \
@@ -151,7 +158,7 @@ HZ_INLINE char *hz_cpu_rseq(void) {
   ".quad " #start "f, (" #end "f - " #start "f), " #abort "f\n\t"              \
   ".popsection\n\t"                                                            \
   "leaq 9b(%%rip), %%rax\n\t"                                                  \
-  "movq %%rax, 8(%[rs])\n\t"
+  "movq %%rax, %%fs:8(%[rs])\n\t"
 
 /* The abort handler, preceded by the signature glibc registered
  * (RSEQ_SIG, 0x53053053, as the operand of an ud1 instruction). */
@@ -162,38 +169,38 @@ HZ_INLINE char *hz_cpu_rseq(void) {
   "jmp %l[" #label "]\n\t"                                                     \
   ".popsection\n\t"
 
-/* The CPU's cache into rax: its id (mm_cid or cpu_id) times the size. */
+/* The CPU's cache into rax (its id shifted by the stride, plus the base),
+ * and r11 at its class's row of slots; the flags say whether it is
+ * closed. */
 #define HZ_RSEQ_CACHE                                                          \
-  "movl (%[rs],%[idoff]), %%eax\n\t"                                           \
-  "imulq %[stride], %%rax\n\t"                                                 \
-  "addq %[base], %%rax\n\t"                                                    \
+  "movq hz_cpu_id_offset(%%rip), %%rcx\n\t"                                    \
+  "movl %%fs:(%[rs],%%rcx), %%eax\n\t"                                         \
+  "shlq %[log2], %%rax\n\t"                                                    \
+  "addq hz_cpu_caches(%%rip), %%rax\n\t"                                       \
+  "movq %[cls], %%r11\n\t"                                                     \
+  "shlq %[row], %%r11\n\t"                                                     \
+  "addq %%rax, %%r11\n\t"                                                      \
   "cmpl $0, %c[closed](%%rax)\n\t"
 
-/* rdx: the index of the class's slot rcx in the cache. */
-#define HZ_RSEQ_SLOT                                                           \
-  "movq %[cls], %%rdx\n\t"                                                     \
-  "shlq %[shift], %%rdx\n\t"                                                   \
-  "addq %%rcx, %%rdx\n\t"
-
 /* What every section reads, and what it changes. */
-#define HZ_RSEQ_INPUTS(rs, cls)                                                \
-  [rs] "r"(rs), [idoff] "r"(hz_cpu_id_offset),                                 \
-      [stride] "i"(sizeof(hz_cpu_cache_t)), [base] "m"(hz_cpu_caches),         \
-      [cls] "r"(cls), [shift] "i"(HZ_CPU_SLOTS_LOG2),                          \
-      [closed] "i"(HZ_CPU_CLOSED_OFFSET), [slots] "i"(HZ_CPU_SLOTS_OFFSET)
-#define HZ_RSEQ_CLOBBERS "rax", "rcx", "rdx", "memory", "cc"
+#define HZ_RSEQ_INPUTS(cls)                                                    \
+  [rs] "r"(hz_cpu_rseq_offset), [cls] "r"(cls), [row] "i"(HZ_CPU_ROW_LOG2),    \
+      [log2] "i"(HZ_CPU_CACHE_LOG2), [closed] "i"(HZ_CPU_CLOSED_OFFSET),       \
+      [slots] "i"(HZ_CPU_SLOTS_OFFSET)
+#define HZ_RSEQ_CLOBBERS "rax", "rcx", "r11", "memory", "cc"
 
 /* The calling thread's rseq area is registered. A runtime that brings its
  * own rseq user may unregister glibc's: the kernel then leaves cpu_id at
  * -1 (RSEQ_CPU_ID_UNINITIALIZED) and mm_cid at 0, and restarts no
  * section, so such a thread takes the per-thread paths. */
 HZ_INLINE bool hz_cpu_registered(void) {
-  return *(volatile int32_t *)(hz_cpu_rseq() + 4) >= 0;
+  return *(volatile int32_t __seg_fs *)(hz_cpu_rseq_offset + 4) >= 0;
 }
 
-/* Pop a block of class `cls` from this CPU's cache; NULL when empty. */
+/* Pop a block of class `cls` from this CPU's cache; NULL when empty. The
+ * block under it is prefetched for the next pop (a stale pointer, if
+ * another section got there first, only wastes the prefetch). */
 HZ_INLINE void *hz_cpu_pop(size_t cls) {
-  char *rs = hz_cpu_rseq();
   void *out;
   goto start;
 aborted:
@@ -201,16 +208,18 @@ aborted:
 start:
   __asm__ goto(HZ_RSEQ_ARM(1, 2, 4) "1:\n\t" HZ_RSEQ_CACHE "jne %l[empty]\n\t"
                                     "movl (%%rax,%[cls],4), %%ecx\n\t"
-                                    "testl %%ecx, %%ecx\n\t"
-                                    "jz %l[empty]\n\t"
-                                    "subl $1, %%ecx\n\t" HZ_RSEQ_SLOT
-                                    "movq %c[slots](%%rax,%%rdx,8), %[out]\n\t"
+                                    "subl $1, %%ecx\n\t"
+                                    "jb %l[empty]\n\t"
+                                    "movq %c[slots](%%r11,%%rcx,8), %[out]\n\t"
+                                    "movq %c[slots]-8(%%r11,%%rcx,8), %%r11\n\t"
+                                    "prefetcht0 (%%r11)\n\t"
                                     "movl %%ecx, (%%rax,%[cls],4)\n\t"
                                     "2:\n\t" HZ_RSEQ_ABORT(4, aborted)
                : [out] "=&r"(out)
-               : HZ_RSEQ_INPUTS(rs, cls)
+               : HZ_RSEQ_INPUTS(cls)
                : HZ_RSEQ_CLOBBERS
                : aborted, empty);
+  if (out == NULL) __builtin_unreachable(); /* slots below top hold blocks */
   return out;
 empty:
   return NULL;
@@ -218,24 +227,22 @@ empty:
 
 /* Push block p of class `cls` onto this CPU's cache; false when full. */
 HZ_INLINE bool hz_cpu_push(size_t cls, void *p) {
-  char *rs = hz_cpu_rseq();
   goto start;
 aborted:
   hz_cpu_restarts++;
 start:
-  __asm__ goto(
-      HZ_RSEQ_ARM(1, 2, 4) "1:\n\t" HZ_RSEQ_CACHE "jne %l[full]\n\t"
-                           "movl (%%rax,%[cls],4), %%ecx\n\t"
-                           "cmpl %c[cap](%%rax,%[cls],4), %%ecx\n\t"
-                           "jae %l[full]\n\t" HZ_RSEQ_SLOT
-                           "movq %[p], %c[slots](%%rax,%%rdx,8)\n\t"
-                           "addl $1, %%ecx\n\t"
-                           "movl %%ecx, (%%rax,%[cls],4)\n\t"
-                           "2:\n\t" HZ_RSEQ_ABORT(4, aborted)
-      :
-      : HZ_RSEQ_INPUTS(rs, cls), [p] "r"(p), [cap] "i"(HZ_CPU_CAP_OFFSET)
-      : HZ_RSEQ_CLOBBERS
-      : aborted, full);
+  __asm__ goto(HZ_RSEQ_ARM(1, 2, 4) "1:\n\t" HZ_RSEQ_CACHE "jne %l[full]\n\t"
+                                    "movl (%%rax,%[cls],4), %%ecx\n\t"
+                                    "cmpl %c[cap](%%rax,%[cls],4), %%ecx\n\t"
+                                    "jae %l[full]\n\t"
+                                    "movq %[p], %c[slots](%%r11,%%rcx,8)\n\t"
+                                    "addl $1, %%ecx\n\t"
+                                    "movl %%ecx, (%%rax,%[cls],4)\n\t"
+                                    "2:\n\t" HZ_RSEQ_ABORT(4, aborted)
+               :
+               : HZ_RSEQ_INPUTS(cls), [p] "r"(p), [cap] "i"(HZ_CPU_CAP_OFFSET)
+               : HZ_RSEQ_CLOBBERS
+               : aborted, full);
   return true;
 full:
   return false;
