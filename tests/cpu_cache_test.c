@@ -31,6 +31,9 @@
  *     heap's block, seen while the class is off) goes off the caches at a
  *     probe within 32 rounds and stays off, goes back on when its frees
  *     turn remote, and is probed again within 32 rounds;
+ *   - one_way: a class whose blocks one thread mallocs and another frees
+ *     (full caches send batches home, none is taken) bypasses the caches
+ *     and stays so until the next probe round, within 32 rounds;
  *   - chain (argument "chain", with the purge thread): chains of threads
  *     that each free their predecessor's blocks and exit make the purge
  *     thread's rounds turn the caches off, and they come back after;
@@ -460,6 +463,56 @@ static void local(void) {
   CHECK(mode_of(100) == HZ_CPU_CLASS_CACHED);
 }
 
+/* --- one_way ---------------------------------------------------------------
+ */
+enum { ONE_WAY_BLOCKS = 4000, ONE_WAY_SIZE = 64 };
+static void *one_way_blocks[ONE_WAY_BLOCKS];
+static pthread_barrier_t one_way_step;
+
+/* The producer: mallocs the blocks main frees, and stays alive meanwhile
+ * (its pages keep an owner, so their frees take the fast paths). */
+static void *one_way_producer(void *arg) {
+  (void)arg;
+  for (int i = 0; i < ONE_WAY_BLOCKS; i++)
+    one_way_blocks[i] = hz_malloc(ONE_WAY_SIZE);
+  pthread_barrier_wait(&one_way_step);
+  pthread_barrier_wait(&one_way_step);
+  return NULL;
+}
+
+/* A class whose blocks only another thread frees (full caches send batch
+ * after batch home, empty ones take none) bypasses the caches, stays so
+ * through the rounds that follow, and is put back on by the next probe,
+ * within 32 rounds. */
+static void one_way(void) {
+  if (!per_cpu) return;
+  rounds_to_probe(100, 5000); /* a probe round just went by */
+  CHECK(!local_round(100, 5000, 4000));
+  pthread_barrier_init(&one_way_step, NULL, 2);
+  pthread_t producer;
+  CHECK(pthread_create(&producer, NULL, one_way_producer, NULL) == 0);
+  pthread_barrier_wait(&one_way_step);
+  CHECK(mode_of(ONE_WAY_SIZE) == HZ_CPU_CLASS_CACHED);
+  for (int i = 0; i < ONE_WAY_BLOCKS; i++)
+    hz_free(one_way_blocks[i]);
+  CHECK_MSG(mode_of(ONE_WAY_SIZE) == HZ_CPU_CLASS_TAKE_ONLY,
+            "%d blocks freed by one thread only did not make their class "
+            "bypass the caches",
+            ONE_WAY_BLOCKS);
+  int rounds = 0;
+  while (rounds < 64 && mode_of(ONE_WAY_SIZE) == HZ_CPU_CLASS_TAKE_ONLY) {
+    local_round(100, 0, 0);
+    rounds++;
+  }
+  CHECK_MSG(rounds > 8 && rounds <= 32,
+            "a one-way class came back on after %d rounds (probes come "
+            "every 32)",
+            rounds);
+  CHECK(mode_of(ONE_WAY_SIZE) == HZ_CPU_CLASS_CACHED);
+  pthread_barrier_wait(&one_way_step);
+  pthread_join(producer, NULL);
+}
+
 /* --- alone -----------------------------------------------------------------
  */
 enum { ALONE_BLOCKS = 50, ALONE_YOUNG = 20, ALONE_OPS_MAX = 256 };
@@ -695,6 +748,7 @@ int main(int argc, char **argv) {
   churn();
   shared();
   local();
+  one_way();
   unregistered();
   return check_report("cpu_cache");
 }
