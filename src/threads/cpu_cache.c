@@ -150,10 +150,14 @@ static bool churning(size_t threads, size_t exits) { return exits > threads; }
 static bool class_local[HZ_CPU_CLASSES];
 static unsigned rounds_seen;
 
-static void judge_local(const hz_cpu_frees_t *seen) {
-  bool probe = rounds_seen++ % PROBE_EVERY == PROBE_FIRST;
+/* This round (one that saw the frees) is a probe: local classes go off to
+ * be seen again, one-way classes back on. */
+static bool probe_round(void) {
+  return rounds_seen++ % PROBE_EVERY == PROBE_FIRST;
+}
+
+static void judge_local(const hz_cpu_frees_t *seen, bool probe) {
   for (int c = 1; c < HZ_CPU_CLASSES; c++) {
-    if (probe) __atomic_store_n(&class_one_way[c], false, __ATOMIC_RELAXED);
     if (seen->frees[c] < LOCAL_MIN_FREES) continue;
     if (hz_cpu_mode[c] == HZ_CPU_CLASS_OFF)
       class_local[c] = seen->remote[c] * HZ_CPU_LOCAL_SHARE < seen->frees[c];
@@ -190,7 +194,8 @@ bool hz_cpu_sharing(size_t threads) {
 bool hz_cpu_cache_rejudge(size_t threads, size_t exits, const void *shared,
                           size_t span, const hz_cpu_frees_t *seen) {
   if (!hz_cpu_cache_on) return false;
-  if (seen != NULL) judge_local(seen);
+  bool probe = seen != NULL && probe_round();
+  if (seen != NULL) judge_local(seen, probe);
   bool crowded = hz_cpu_crowded(threads);
   __atomic_store_n(&shared_pages, shared != NULL, __ATOMIC_RELAXED);
   if (shared != NULL) {
@@ -201,6 +206,7 @@ bool hz_cpu_cache_rejudge(size_t threads, size_t exits, const void *shared,
   bool went_off = false;
   if (churn) COUNT(churn_rounds);
   for (int c = 1; c < HZ_CPU_CLASSES; c++) {
+    if (probe) __atomic_store_n(&class_one_way[c], false, __ATOMIC_RELAXED);
     uint8_t mode = class_mode(c, crowded, churn, shared != NULL);
     went_off |= mode == HZ_CPU_CLASS_OFF && hz_cpu_mode[c] != mode;
     __atomic_store_n(&class_spills[c], 0, __ATOMIC_RELAXED);
