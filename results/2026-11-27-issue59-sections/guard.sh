@@ -1,8 +1,8 @@
 #!/bin/bash
 # guard lane, T4/T16 R0/R50/R90, >=1 s runs
-cd /work/main
+cd "$(dirname "$0")/../.."  # the repository
 RUNS=${RUNS:-5}
-P=../shared/peers
+P=${PEERS:-../shared/peers}
 L=/usr/lib/x86_64-linux-gnu
 HZ=${HZ:-build/libhakozuna.so}
 for T in 4 16; do
