@@ -1,9 +1,9 @@
 /* heap_pages: how a heap uses its pages, driven through the heap box on
  * heaps of the test's own (no thread box):
- *   - remote: a batch of blocks freed by another heap goes home in one
- *     step per header: the owner reads one line (the header) for 16 blocks
- *     and never touches the blocks it names (they are made inaccessible
- *     while it does);
+ *   - remote: a batch of blocks freed by another heap in address order
+ *     goes home as one header and one run: the owner reads two lines (the
+ *     header, the run's first block) for 16 blocks and never touches the
+ *     other 14 (they are made inaccessible while it does);
  *   - fullest first: when the page refills take from runs out, the next
  *     one is the page with the fewest blocks left to hand out, then the
  *     next fullest;
@@ -51,8 +51,10 @@ static void remote_batch(void) {
   for (int i = 0; i < BATCH; i++)
     hz_heap_free_block(&other, page, blocks[i]);
   hz_heap_park(&other); /* publishes the stash: one list, one header */
-  /* The first block freed heads the list and names the other 15. */
-  for (int i = 1; i < BATCH; i++)
+  /* The first block freed heads the list and names the other 15 as one
+   * run: the second block, whose first word holds the last. The drain
+   * reads those two blocks and no other. */
+  for (int i = 2; i < BATCH; i++)
     CHECK(mprotect(blocks[i], BATCH_SIZE, PROT_NONE) == 0);
   uint16_t used = page->tally->used;
   uint64_t headers = owner.stats.drained_headers;
@@ -66,7 +68,7 @@ static void remote_batch(void) {
             "%llu headers read for %d blocks",
             (unsigned long long)(owner.stats.drained_headers - headers), BATCH);
   CHECK(page->tally->used + BATCH == used || page->tally->used == 0);
-  for (int i = 1; i < BATCH; i++)
+  for (int i = 2; i < BATCH; i++)
     CHECK(mprotect(blocks[i], BATCH_SIZE, PROT_READ | PROT_WRITE) == 0);
 }
 

@@ -144,7 +144,20 @@ typedef struct {
 static line_inbox_t lines[LINES];
 
 #define POOL 512
-static block_t pool[POOL];  /* blocks for the single-threaded stash tests */
+static block_t pool[POOL]; /* blocks for the single-threaded stash tests */
+
+/* A page of `size`-byte blocks that makes no runs (its last block lies at
+ * address 0): the stash tests below see the blocks named one by one. */
+static const hz_page_t *page_of(size_t size) {
+  static hz_page_t pages[32];
+  static size_t used;
+  for (size_t i = 0; i < used; i++)
+    if (pages[i].block_size == size) return &pages[i];
+  if (used == sizeof pages / sizeof pages[0]) abort();
+  pages[used].block_size = (uint32_t)size;
+  pages[used].reserved = 1;
+  return &pages[used++];
+}
 static uint8_t marks[POOL]; /* times each pool block was taken */
 
 static block_t *pool_block(hz_block_t *b) {
@@ -204,7 +217,7 @@ static void test_stash_count_cap(void) {
 
   unsigned early = 0, visible = 0, empty = 0, last = 0;
   for (size_t i = 0; i < N; i++) {
-    unsigned r = hz_remote_stash(&stash, in, &pool[i].link, 16);
+    unsigned r = hz_remote_stash(&stash, in, &pool[i].link, page_of(16));
     if (i + 1 < N) {
       early += r;
       visible += hz_remote_pending(in);
@@ -230,7 +243,7 @@ static void test_stash_count_cap(void) {
   hz_remote_push(in, sentinel, sentinel, 0);
   early = visible = last = 0;
   for (size_t i = N; i < 2 * N; i++) {
-    unsigned r = hz_remote_stash(&stash, in, &pool[i].link, 16);
+    unsigned r = hz_remote_stash(&stash, in, &pool[i].link, page_of(16));
     if (i + 1 < 2 * N) {
       early += r;
       visible += atomic_load(&in->head) != sentinel;
@@ -261,7 +274,7 @@ static void test_stash_byte_cap(void) {
   /* Exactly the cap: N blocks of cap / N bytes. */
   unsigned early = 0, visible = 0, last = 0;
   for (size_t i = 0; i < N; i++) {
-    unsigned r = hz_remote_stash(&stash, in, &pool[i].link, size);
+    unsigned r = hz_remote_stash(&stash, in, &pool[i].link, page_of(size));
     if (i + 1 < N) {
       early += r;
       visible += hz_remote_pending(in);
@@ -281,20 +294,21 @@ static void test_stash_byte_cap(void) {
   early = visible = 0;
   for (size_t i = N; i < 2 * N; i++) {
     uint32_t s = i + 1 < 2 * N ? size : size - 1;
-    early += hz_remote_stash(&stash, in, &pool[i].link, s);
+    early += hz_remote_stash(&stash, in, &pool[i].link, page_of(s));
     visible += hz_remote_pending(in);
   }
   CHECK_MSG(early == 0 && visible == 0,
             "one byte short of the cap: %u lists, %u visible", early, visible);
   CHECK(!hz_remote_stash_empty(&stash));
-  last = hz_remote_stash(&stash, in, &pool[2 * N].link, 16);
+  last = hz_remote_stash(&stash, in, &pool[2 * N].link, page_of(16));
   CHECK_MSG(last == 1, "passing the byte cap published %u lists", last);
   got = take_range(in, N, 2 * N + 1, NULL);
   CHECK_MSG(got == N + 1, "past the cap: inbox held %zu of %d blocks", got,
             N + 1);
 
   /* A block of the cap's size (the 256 KiB class) goes out alone. */
-  last = hz_remote_stash(&stash, in, &pool[2 * N + 1].link, HZ_STASH_MAX_BYTES);
+  last = hz_remote_stash(&stash, in, &pool[2 * N + 1].link,
+                         page_of(HZ_STASH_MAX_BYTES));
   CHECK(last == 1);
   got = take_range(in, 2 * N + 1, 2 * N + 2, NULL);
   CHECK(got == 1);
@@ -307,8 +321,8 @@ static int collide(hz_inbox_t *a, hz_inbox_t *b, unsigned *odd) {
   hz_stash_t stash = {0};
   block_t *x = &pool[POOL - 2], *y = &pool[POOL - 1];
   uint32_t named_a = 1, named_b = 1;
-  unsigned r1 = hz_remote_stash(&stash, a, &x->link, 16);
-  unsigned r2 = hz_remote_stash(&stash, b, &y->link, 16);
+  unsigned r1 = hz_remote_stash(&stash, a, &x->link, page_of(16));
+  unsigned r2 = hz_remote_stash(&stash, b, &y->link, page_of(16));
   int a_out = atomic_load(&a->head) == &x->link;
   unsigned r3 = hz_remote_flush(&stash);
   hz_block_t *ta = hz_remote_take_all(a), *tb = hz_remote_take_all(b);
@@ -379,20 +393,22 @@ static void test_stash_collision(void) {
 
   unsigned pub = 0;
   for (size_t i = 0; i < 5; i++)
-    pub += hz_remote_stash(&stash, ia, &pool[i].link, 16);
-  pub += hz_remote_stash(&stash, ic, &pool[5].link, 16); /* other slot */
+    pub += hz_remote_stash(&stash, ia, &pool[i].link, page_of(16));
+  pub +=
+      hz_remote_stash(&stash, ic, &pool[5].link, page_of(16)); /* other slot */
   CHECK_MSG(pub == 0, "different slots: %u lists published", pub);
   CHECK(!hz_remote_pending(ia) && !hz_remote_pending(ic));
 
-  pub = hz_remote_stash(&stash, ib, &pool[6].link, 16); /* evicts a's */
+  pub =
+      hz_remote_stash(&stash, ib, &pool[6].link, page_of(16)); /* evicts a's */
   CHECK_MSG(pub == 1, "colliding destination published %u lists", pub);
   CHECK(!hz_remote_pending(ib));
   CHECK(!hz_remote_pending(ic));
   size_t got = take_range(ia, 0, 5, NULL);
   CHECK_MSG(got == 5, "evicted list: %zu of 5 blocks", got);
 
-  pub = hz_remote_stash(&stash, ib, &pool[7].link, 16);
-  pub += hz_remote_stash(&stash, ib, &pool[8].link, 16);
+  pub = hz_remote_stash(&stash, ib, &pool[7].link, page_of(16));
+  pub += hz_remote_stash(&stash, ib, &pool[8].link, page_of(16));
   CHECK(pub == 0);
   CHECK(!hz_remote_pending(ia) && !hz_remote_pending(ib));
   CHECK(!hz_remote_stash_empty(&stash));
@@ -418,7 +434,7 @@ static void test_stash_flush(void) {
     lo[k] = next;
     for (int n = 0; n <= k; n++) {
       pub += hz_remote_stash(&stash, &lines[slot_rep[k]].inbox,
-                             &pool[next++].link, 100);
+                             &pool[next++].link, page_of(100));
       for (int j = 0; j < HZ_STASH_SLOTS; j++)
         visible += hz_remote_pending(&lines[slot_rep[j]].inbox);
     }
@@ -440,8 +456,8 @@ static void test_stash_flush(void) {
   CHECK(hz_remote_flush(&stash) == 0);
 
   /* The emptied stash works as before. */
-  CHECK(hz_remote_stash(&stash, &lines[slot_rep[0]].inbox, &pool[0].link, 16) ==
-        0);
+  CHECK(hz_remote_stash(&stash, &lines[slot_rep[0]].inbox, &pool[0].link,
+                        page_of(16)) == 0);
   CHECK(!hz_remote_pending(&lines[slot_rep[0]].inbox));
   CHECK(hz_remote_flush(&stash) == 1);
   CHECK(hz_remote_take_all(&lines[slot_rep[0]].inbox) == &pool[0].link);
@@ -455,7 +471,7 @@ static unsigned format_wrong(size_t size, size_t count) {
   hz_stash_t stash = {0};
   memset(pool, 0xA5, sizeof pool);
   for (size_t i = 0; i < count; i++)
-    hz_remote_stash(&stash, in, &pool[i].link, size);
+    hz_remote_stash(&stash, in, &pool[i].link, page_of(size));
   hz_remote_flush(&stash);
   hz_block_t *head = atomic_load(&in->head);
   static hz_block_t *list[POOL + 1];
@@ -499,8 +515,8 @@ static void test_list_format(void) {
    * another block) does not read back as that block: names are encoded. */
   hz_inbox_t *forged_in = &lines[4].inbox;
   hz_stash_t stash = {0};
-  hz_remote_stash(&stash, forged_in, &pool[0].link, 64);
-  hz_remote_stash(&stash, forged_in, &pool[1].link, 64);
+  hz_remote_stash(&stash, forged_in, &pool[0].link, page_of(64));
+  hz_remote_stash(&stash, forged_in, &pool[1].link, page_of(64));
   hz_remote_flush(&stash);
   hz_block_t *head = hz_remote_take_all(forged_in);
   CHECK(head == &pool[0].link && hz_remote_name(head, 0) == &pool[1].link);
@@ -553,7 +569,8 @@ static void *stasher(void *arg) {
     uint32_t d = r % 16 < 7 ? 0 : r % 16 < 14 ? 1 : 2;
     size_t size = (size_t)16 << ((r >> 8) % 10); /* 16 B .. 8 KiB */
     dest_of[i] = (uint8_t)d; /* published with the block (release) */
-    published += hz_remote_stash(&stash, dests[d], &mine[i].link, size);
+    published +=
+        hz_remote_stash(&stash, dests[d], &mine[i].link, page_of(size));
   }
   published += hz_remote_flush(&stash);
   stash_published[id] = published;
@@ -566,6 +583,8 @@ static void *stasher(void *arg) {
 static void test_stash_threads(void) {
   int a, b, c;
   if (!pick_inboxes(&a, &b, &c)) return; /* reported by the tests above */
+  for (int k = 0; k < 10; k++) /* page_of is not for threads: made here */
+    page_of((size_t)16 << k);
   dests[0] = &lines[a].inbox;
   dests[1] = &lines[c].inbox;
   dests[2] = &lines[b].inbox;

@@ -205,6 +205,28 @@ HZ_INLINE bool hz_page_put_index(hz_page_t *page, uint32_t index) {
   return true;
 }
 
+/* The bits of blocks from..to in word w of the bitmap. */
+HZ_INLINE uint64_t hz_page_run_mask(uint32_t w, uint32_t from, uint32_t to) {
+  uint32_t low = w == from / 64 ? from % 64 : 0;
+  uint32_t high = w == to / 64 ? to % 64 : 63;
+  return (~(uint64_t)0 >> (63 - high)) & (~(uint64_t)0 << low);
+}
+
+/* Blocks from..to (from < to, all carved and handed out) come back: their
+ * bits set, a word at a time. False, nothing changed, when a bit of them
+ * is set already (a double free): the caller puts them one by one. The
+ * caller lowers `used`. */
+HZ_INLINE bool hz_page_put_run(hz_page_t *page, uint32_t from, uint32_t to) {
+  uint64_t *bits = page->tally->bits;
+  for (uint32_t w = from / 64; w <= to / 64; w++)
+    if (HZ_UNLIKELY(bits[w] & hz_page_run_mask(w, from, to))) return false;
+  for (uint32_t w = from / 64; w <= to / 64; w++)
+    bits[w] |= hz_page_run_mask(w, from, to);
+  if (from / 64 < page->tally->bits_from)
+    page->tally->bits_from = (uint16_t)(from / 64);
+  return true;
+}
+
 /* A block coming back that is the last one carved is carved again later
  * instead of marked free, so memory a thread never wrote stays untouched
  * (bins give fresh blocks back highest address first). True if it was. Not

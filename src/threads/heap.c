@@ -320,8 +320,10 @@ HZ_INLINE void heap_page_returned(hz_heap_t *heap, hz_page_t *page,
  * owner sets its bit under its lock. */
 static HZ_NOINLINE void heap_send_home(hz_heap_t *heap, hz_page_t *page,
                                        hz_block_t *block) {
-  unsigned published = hz_remote_stash(&heap->stash, &hz_page_heap(page)->inbox,
-                                       block, page->block_size);
+  uint8_t cls = page->class_id; /* the page may go once the block is home */
+  unsigned published =
+      hz_remote_stash(&heap->stash, &hz_page_heap(page)->inbox, block, page);
+  hz_heap_note_run(heap, cls, true);
   if (published != 0) HZ_SHARED_ADD(heap->stats.batches_published, published);
 }
 
@@ -397,6 +399,7 @@ void hz_heap_bin_empty(hz_heap_t *heap, hz_bin_t *bin) {
 #define LIVE_PUBLISH_BYTES ((int64_t)64 << 10)
 
 void hz_heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always) {
+  hz_heap_settle_run(heap);
   hz_bin_t *bin = &heap->bins[cls];
   hz_class_counts_t *counts = &heap->counts[cls];
   HZ_SHARED_SET(counts->allocs, hz_bin_allocs(bin));
@@ -520,12 +523,43 @@ HZ_INLINE drain_result_t drain_block(drain_t *d, const hz_block_t *block) {
   return DRAIN_APPLIED;
 }
 
-/* Apply a header and the blocks it names to their pages, reading the
- * header and nothing else. Returns the next header, or NULL where the
- * list must end: after a spoilt link or name (reported; the rest of the
- * list is lost), or at a header already back on its page. Two threads
- * that free one block both make it a header of their lists, and the
- * second's link overwrites the first's: it may lead back into the list
+/* Set the bits of a run's blocks, `first` (its name without the run bit)
+ * to the last it holds, a word of the bitmap at a time, reading `first`
+ * and nothing else. A block whose bit is set already is reported, the
+ * others applied. SPOILT when the run's last is no block of the page after
+ * `first`. */
+static drain_result_t drain_run(drain_t *d, const hz_block_t *first) {
+  if (!drain_locate(d, first)) return DRAIN_SPOILT;
+  const hz_block_t *last = hz_block_next(first);
+  hz_page_t *page = d->page;
+  if ((uintptr_t)last - d->start >= d->area) return DRAIN_SPOILT;
+  uint32_t from = hz_page_index(page, first);
+  uint32_t to = hz_page_index(page, last);
+  if (HZ_UNLIKELY(to >= page->capacity || from >= to)) return DRAIN_SPOILT;
+  if (HZ_UNLIKELY(!hz_page_put_run(page, from, to))) {
+    for (uint32_t i = from; i <= to; i++) /* one freed twice at least */
+      if (drain_block(d, (const hz_block_t *)(hz_page_start(page) +
+                                              (size_t)i * page->block_size)) ==
+          DRAIN_SPOILT)
+        return DRAIN_SPOILT;
+    return DRAIN_APPLIED;
+  }
+  d->back += to - from + 1, d->blocks += to - from + 1;
+  return DRAIN_APPLIED;
+}
+
+/* Apply a name: a block, or a run of one page's blocks. */
+HZ_INLINE drain_result_t drain_name(drain_t *d, const hz_block_t *name) {
+  if (hz_remote_is_run(name)) return drain_run(d, hz_remote_run_first(name));
+  return drain_block(d, name);
+}
+
+/* Apply a header and what it names to their pages, reading the header
+ * (and a run's first block) and nothing else. Returns the next header, or
+ * NULL where the list must end: after a spoilt link or name (reported; the
+ * rest of the list is lost), or at a header already back on its page. Two
+ * threads that free one block both make it a header of their lists, and
+ * the second's link overwrites the first's: it may lead back into the list
  * (a block freed by two threads made its owner loop here), so the header
  * is applied first and a list never goes on past one seen before. */
 static hz_block_t *drain_header(drain_t *d, hz_block_t *header) {
@@ -549,7 +583,7 @@ static hz_block_t *drain_header(drain_t *d, hz_block_t *header) {
   }
   if (next != NULL) __builtin_prefetch(next);
   for (uint32_t i = 0; fine && i < named; i++)
-    fine = drain_block(d, names[i]) != DRAIN_SPOILT;
+    fine = drain_name(d, names[i]) != DRAIN_SPOILT;
   if (fine) return next;
   drain_report(header);
   return NULL;

@@ -161,6 +161,11 @@ typedef struct hz_heap_s {
   _Atomic uint32_t activity;         /* owner slow paths so far */
   _Atomic uintptr_t collector;       /* claiming collector's token, or 0 */
   bool bins_stolen;                  /* a collector raised some bin's base */
+  /* Frees that extended the stash's open run, not yet in `counts`: the
+   * run's class, and whether its page is one of the shared pages. */
+  uint8_t run_class;
+  bool run_shared;
+  uint32_t run_frees;
   bool took_shared;    /* its bins took blocks of the shared pages (central) */
   bool shared_refills; /* and its last refill did: it keeps no empty page */
   bool gone;           /* pooled and collected whole: its pages go at once */
@@ -209,6 +214,15 @@ void hz_heap_free_block(hz_heap_t *heap, hz_page_t *page,
 /* A block of another heap's page with no flag, freed by a thread with a
  * heap: checked against the blocks that fit, then into the stash. */
 void hz_heap_free_remote_plain(hz_heap_t *heap, hz_page_t *page, void *p);
+/* The same for p that looked like the block extending the stash's open run
+ * (hz_heap_extends_run, read outside the heap's slow path: checked again
+ * inside it): a compare and a few stores. */
+void hz_heap_free_next(hz_heap_t *heap, hz_page_t *page, void *p);
+
+/* Does p look like the block extending the stash's open run? */
+HZ_INLINE bool hz_heap_extends_run(const hz_heap_t *heap, const void *p) {
+  return hz_remote_extends(&heap->stash, p);
+}
 /* A thread with no heap and none to get: the block goes straight to its
  * owner's inbox. */
 void hz_heap_free_orphan(hz_page_t *page, struct hz_block_s *block);

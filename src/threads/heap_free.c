@@ -22,6 +22,13 @@ static hz_block_t *heap_block_to_free(const hz_page_t *page, void *p,
   return block;
 }
 
+/* The stash published `lists` lists: the thread's counts go out with them. */
+HZ_INLINE void heap_published(hz_heap_t *heap, uint8_t cls, unsigned lists) {
+  if (lists == 0) return;
+  HZ_SHARED_ADD(heap->stats.batches_published, lists);
+  hz_heap_publish_counts(heap, cls, false);
+}
+
 /* A block of another heap's page, counted, into our stash, between
  * hz_heap_enter and leave: a collector may flush the stash. The stash may
  * publish the block at once, and its owner may then retire the page: read what
@@ -29,20 +36,15 @@ static hz_block_t *heap_block_to_free(const hz_page_t *page, void *p,
  * when a list does, not on every free. */
 HZ_INLINE void heap_free_remote(hz_heap_t *heap, hz_page_t *page,
                                 hz_block_t *block) {
-  heap->bins[page->class_id].free_base++; /* a free that skips the bin */
   hz_heap_enter(heap);
-  hz_heap_t *owner = hz_page_heap(page);
-  hz_inbox_t *dest = &owner->inbox;
   uint8_t cls = page->class_id;
-  size_t size = page->block_size;
-  HZ_SHARED_ADD(heap->counts[cls].remote_frees, 1);
-  if (HZ_UNLIKELY(hz_heap_is_shared(owner)))
-    HZ_SHARED_ADD(heap->counts[cls].shared_frees, 1);
-  unsigned published = hz_remote_stash(&heap->stash, dest, block, size);
-  if (published != 0) {
-    HZ_SHARED_ADD(heap->stats.batches_published, published);
-    hz_heap_publish_counts(heap, cls, false);
-  }
+  hz_heap_t *owner = hz_page_heap(page);
+  bool shared = hz_heap_is_shared(owner);
+  hz_heap_count_remote(heap, cls, shared, 1);
+  unsigned published =
+      hz_remote_stash(&heap->stash, &owner->inbox, block, page);
+  hz_heap_note_run(heap, cls, shared);
+  heap_published(heap, cls, published);
   hz_heap_leave(heap);
 }
 
@@ -127,6 +129,35 @@ void hz_heap_free_remote_plain(hz_heap_t *heap, hz_page_t *page, void *p) {
     return;
   }
   heap_free_remote(heap, page, p);
+}
+
+/* The stash published lists as the open run grew: the counts go out, and
+ * the heap leaves the slow path hz_heap_free_next entered. */
+static HZ_NOINLINE void heap_published_next(hz_heap_t *heap, unsigned lists) {
+  heap_published(heap, heap->run_class, lists);
+  hz_heap_leave(heap);
+}
+
+void hz_heap_free_next(hz_heap_t *heap, hz_page_t *page, void *p) {
+  if (HZ_UNLIKELY(!hz_heap_try_enter(heap))) {
+    hz_heap_free_remote_plain(heap, page, p);
+    return;
+  }
+  if (HZ_UNLIKELY(!hz_remote_extends(&heap->stash, p)) ||
+      HZ_UNLIKELY(!hz_check_freeing_fast(p))) {
+    hz_heap_leave(heap);
+    hz_heap_free_remote_plain(heap, page, p);
+    return;
+  }
+  /* p is the block after the run's last on the run's page: a block start,
+   * bound where the run's blocks go, of the run's class. */
+  heap->run_frees++;
+  unsigned lists = hz_remote_stash_next(&heap->stash, p, page->block_size);
+  if (HZ_UNLIKELY(lists != 0)) {
+    heap_published_next(heap, lists);
+    return;
+  }
+  hz_heap_leave(heap);
 }
 
 void hz_heap_free_orphan(hz_page_t *page, hz_block_t *block) {

@@ -61,6 +61,47 @@ HZ_INLINE void hz_heap_leave(hz_heap_t *heap) {
   atomic_store_explicit(&heap->busy, 0, memory_order_release);
 }
 
+/* hz_heap_enter where nothing is in the way (no collector, bins not taken,
+ * not reentered); false, busy lowered again, where something is: the
+ * caller takes the path that enters in full. */
+HZ_INLINE bool hz_heap_try_enter(hz_heap_t *heap) {
+  if (HZ_SECURE && atomic_load_explicit(&heap->busy, memory_order_relaxed))
+    return false;
+  hz_heap_raise_busy(heap);
+  if (HZ_UNLIKELY(hz_heap_claimed(heap) | heap->bins_stolen)) {
+    hz_heap_leave(heap);
+    return false;
+  }
+  hz_heap_note_active(heap);
+  return true;
+}
+
+/* `n` frees of blocks of other heaps' pages of class `cls` (the shared
+ * pages' if `shared`): frees that skip the bin, and the class's remote
+ * frees. */
+HZ_INLINE void hz_heap_count_remote(hz_heap_t *heap, uint8_t cls, bool shared,
+                                    uint32_t n) {
+  heap->bins[cls].free_base += n;
+  HZ_SHARED_ADD(heap->counts[cls].remote_frees, n);
+  if (HZ_UNLIKELY(shared)) HZ_SHARED_ADD(heap->counts[cls].shared_frees, n);
+}
+
+/* The frees that extended the open run go into the counts. */
+HZ_INLINE void hz_heap_settle_run(hz_heap_t *heap) {
+  if (heap->run_frees == 0) return;
+  hz_heap_count_remote(heap, heap->run_class, heap->run_shared,
+                       heap->run_frees);
+  heap->run_frees = 0;
+}
+
+/* A block of class `cls` (the shared pages' if `shared`) went into the
+ * stash, where it may have opened a run: frees that extend it count there. */
+HZ_INLINE void hz_heap_note_run(hz_heap_t *heap, uint8_t cls, bool shared) {
+  hz_heap_settle_run(heap);
+  heap->run_class = cls;
+  heap->run_shared = shared;
+}
+
 HZ_INLINE size_t hz_bin_count(const hz_bin_t *bin) {
   return (size_t)(bin->top - bin->base);
 }

@@ -41,18 +41,21 @@ unsigned hz_remote_publish(hz_stash_t *stash, unsigned index) {
   slot->dest = NULL;
   slot->first = slot->older = slot->last = NULL;
   stash->held &= ~(1u << index);
+  if (stash->run_slot == index) stash->run_next = 0;
   return 1;
 }
 
 unsigned hz_remote_stash_open(hz_stash_t *stash, unsigned index,
                               hz_inbox_t *dest, hz_block_t *block,
-                              size_t size) {
+                              const hz_page_t *page) {
+  size_t size = page->block_size;
   unsigned published = hz_remote_publish(stash, index);
   hz_stash_slot_t *slot = &stash->slots[index];
   slot->dest = dest;
   slot->blocks = 1;
   slot->first = slot->last = block;
   slot->older = NULL;
+  slot->run_first = slot->run_last = NULL;
   slot->named = 0;
   slot->can_name = hz_remote_can_name(size);
   slot->room = (int32_t)HZ_STASH_MAX_BYTES - hz_remote_weight(size);

@@ -9,16 +9,20 @@
  * nothing is ever popped singly).
  *
  * A list is a chain of headers. A header is a freed block whose first
- * word links the next header (encoded, with the number of blocks the
- * header names in its low four bits) and whose following words name up to
- * 15 more freed blocks, as many as fit (a 64-byte block names 7): the
- * owner sets their bits on their pages, a run of one page's blocks in one
- * step, without reading them. Those
- * blocks are not written at all: the freeing thread does not take their
- * cache lines for writing, and the owner does not read them until malloc
- * hands them out. A list reads newest first: a header's named blocks from
- * the last named, then the header, then the next header. A non-NULL inbox
- * head is the pending flag: the owner polls one word and never scans. */
+ * word links the next header (encoded, with the number of names the
+ * header holds in its low four bits) and whose following words hold up to
+ * 15 names, as many as fit (a 64-byte block holds 7). A name is a freed
+ * block, or a run: blocks freed one after the other that lie one after
+ * the other on one page (a stream of frees in address order, as a
+ * consumer frees what a producer allocated). A run's name is its first
+ * block with the low bit set, and that block's first word holds its last
+ * block, encoded like a link: the freeing thread writes one word per run,
+ * the owner sets a run's bits a word of the bitmap at a time, and no other
+ * block of the run is written or read. A block that extends the open run
+ * costs the freeing thread one compare and two stores. A list reads
+ * newest first: a header's names from the last, then the header, then the
+ * next header. A non-NULL inbox head is the pending flag: the owner polls
+ * one word and never scans. */
 #ifndef HZ_REMOTE_H
 #define HZ_REMOTE_H
 
@@ -47,20 +51,26 @@ HZ_INLINE int32_t hz_remote_weight(size_t size) {
 }
 
 typedef struct {
-  hz_inbox_t *dest;    /* NULL: slot empty */
-  hz_block_t *first;   /* the newest header, still naming blocks */
-  hz_block_t *older;   /* the header after `first` in the list */
-  hz_block_t *last;    /* the oldest header: its link goes to the inbox */
-  uint32_t named;      /* blocks `first` names so far */
-  uint32_t can_name;   /* blocks `first` has room to name */
-  uint32_t last_named; /* blocks `last` names, once `first` is another */
-  int32_t room;        /* weight left before the list is full */
-  uint32_t blocks;     /* blocks in the list */
-  uint64_t opened_ns;  /* when the list got its first block; 0: not timed */
+  hz_inbox_t *dest;      /* NULL: slot empty */
+  hz_block_t *first;     /* the newest header, still naming blocks */
+  hz_block_t *older;     /* the header after `first` in the list */
+  hz_block_t *last;      /* the oldest header: its link goes to the inbox */
+  uint32_t named;        /* blocks `first` names so far */
+  uint32_t can_name;     /* blocks `first` has room to name */
+  uint32_t last_named;   /* blocks `last` names, once `first` is another */
+  int32_t room;          /* weight left before the list is full */
+  uint32_t blocks;       /* blocks in the list */
+  uint32_t run_at;       /* the open run's name in `first` */
+  hz_block_t *run_first; /* the open run's first block; NULL: none open */
+  hz_block_t *run_last;  /* its last block so far */
+  uint64_t opened_ns;    /* when the list got its first block; 0: not timed */
 } hz_stash_slot_t;
 
 typedef struct {
   hz_stash_slot_t slots[HZ_STASH_SLOTS];
+  uintptr_t run_next;  /* the block that extends slot run_slot's run; 0 */
+  uintptr_t run_limit; /* the last block of that run's page */
+  uint32_t run_slot;
   uint32_t held;        /* bit i set: slot i holds blocks */
   uint64_t cas_retries; /* failed CAS of its publications, for the stats */
   uint64_t published;   /* blocks published, for the stats */
@@ -102,6 +112,18 @@ HZ_INLINE hz_block_t *hz_remote_name(const hz_block_t *header, uint32_t i) {
   return hz_check_decode(word, *word);
 }
 
+/* A name with this bit set names a run: the block is its first, and its
+ * first word holds the run's last block (hz_block_next). */
+#define HZ_REMOTE_RUN ((uintptr_t)1)
+
+HZ_INLINE bool hz_remote_is_run(const hz_block_t *name) {
+  return ((uintptr_t)name & HZ_REMOTE_RUN) != 0;
+}
+
+HZ_INLINE hz_block_t *hz_remote_run_first(const hz_block_t *name) {
+  return (hz_block_t *)((uintptr_t)name & ~HZ_REMOTE_RUN);
+}
+
 /* Write a header's link: the next header and the number it names. */
 HZ_INLINE void hz_remote_set_link(hz_block_t *header, hz_block_t *next,
                                   uint32_t named) {
@@ -140,18 +162,33 @@ HZ_INLINE unsigned hz_remote_slot_index(const hz_inbox_t *dest) {
 }
 _Static_assert(HZ_STASH_SLOTS == 8, "hz_remote_slot_index yields 3 bits");
 
-/* Start a list for `dest` in slot `index` with `block`, publishing what the
- * slot held for another destination; returns the lists published. */
+/* Start a list for `dest` in slot `index` with `block` (of `page`),
+ * publishing what the slot held for another destination; returns the lists
+ * published. */
 unsigned hz_remote_stash_open(hz_stash_t *stash, unsigned index,
-                              hz_inbox_t *dest, hz_block_t *block, size_t size);
+                              hz_inbox_t *dest, hz_block_t *block,
+                              const hz_page_t *page);
 /* Publish the list of slot `index`; returns the lists published (0: the
  * slot held none). */
 unsigned hz_remote_publish(hz_stash_t *stash, unsigned index);
+
+/* The slot's open run ends: a run of more than one block gets its name
+ * (the run bit) and its last block written into its first. */
+HZ_INLINE void hz_remote_run_close(hz_stash_slot_t *slot) {
+  if (slot->run_last != slot->run_first) {
+    hz_block_set_next(slot->run_first, slot->run_last);
+    hz_remote_name_set(
+        slot->first, slot->run_at,
+        (hz_block_t *)((uintptr_t)slot->run_first | HZ_REMOTE_RUN));
+  }
+  slot->run_first = slot->run_last = NULL;
+}
 
 /* The newest header of the slot's list names no more blocks: it gets its
  * final link, or, when it is the oldest too (whose link the push writes),
  * its count is kept for the push. */
 HZ_INLINE void hz_remote_close_header(hz_stash_slot_t *slot) {
+  hz_remote_run_close(slot);
   if (slot->first == slot->last)
     slot->last_named = slot->named;
   else
@@ -168,23 +205,77 @@ HZ_INLINE void hz_remote_stash_header(hz_stash_slot_t *slot, hz_block_t *block,
   slot->can_name = hz_remote_can_name(size);
 }
 
-/* Stash a block of `size` bytes for `dest`. Returns the number of lists
- * this published (0, 1 or 2). Inline: most blocks are named by the newest
- * header, one store into a line the thread holds already. */
-HZ_INLINE unsigned hz_remote_stash(hz_stash_t *stash, hz_inbox_t *dest,
-                                   hz_block_t *block, size_t size) {
-  unsigned index = hz_remote_slot_index(dest);
+/* The block after `block` on its page extends a run, unless `block` is the
+ * page's last. */
+HZ_INLINE void hz_remote_expect(hz_stash_t *stash, const hz_block_t *block,
+                                size_t size) {
+  stash->run_next =
+      (uintptr_t)block < stash->run_limit ? (uintptr_t)block + size : 0;
+}
+
+/* `block` of `size` bytes counts against the slot's room; returns the
+ * lists published (the slot, full). */
+HZ_INLINE unsigned hz_remote_count(hz_stash_t *stash, unsigned index,
+                                   size_t size) {
   hz_stash_slot_t *slot = &stash->slots[index];
-  if (HZ_UNLIKELY(slot->dest != dest))
-    return hz_remote_stash_open(stash, index, dest, block, size);
-  if (HZ_LIKELY(slot->named < slot->can_name))
-    hz_remote_name_set(slot->first, slot->named++, block);
-  else
-    hz_remote_stash_header(slot, block, size);
   slot->blocks++;
   slot->room -= hz_remote_weight(size);
   if (HZ_UNLIKELY(slot->room <= 0)) return hz_remote_publish(stash, index);
   return 0;
+}
+
+/* Is `block` the one that extends the open run? Then its page, its
+ * destination and that it is a block start of the page are known. */
+HZ_INLINE bool hz_remote_extends(const hz_stash_t *stash,
+                                 const hz_block_t *block) {
+  return (uintptr_t)block == stash->run_next;
+}
+
+/* Stash `block`, which extends the open run (hz_remote_extends). Returns
+ * the lists this published (0 or 1). */
+HZ_INLINE unsigned hz_remote_stash_next(hz_stash_t *stash, hz_block_t *block,
+                                        size_t size) {
+  unsigned index = stash->run_slot;
+  stash->slots[index].run_last = block;
+  hz_remote_expect(stash, block, size);
+  return hz_remote_count(stash, index, size);
+}
+
+/* `block` of `page` gets a name in the slot's newest header, where it opens
+ * a run, or becomes the newest header itself. */
+HZ_INLINE void hz_remote_stash_name(hz_stash_t *stash, unsigned index,
+                                    hz_block_t *block, const hz_page_t *page) {
+  hz_stash_slot_t *slot = &stash->slots[index];
+  size_t size = page->block_size;
+  hz_remote_run_close(slot);
+  if (slot->named >= slot->can_name) {
+    hz_remote_stash_header(slot, block, size);
+    stash->run_next = 0; /* a header opens no run */
+    return;
+  }
+  slot->run_at = slot->named++;
+  hz_remote_name_set(slot->first, slot->run_at, block);
+  slot->run_first = slot->run_last = block;
+  stash->run_slot = index;
+  stash->run_limit =
+      (uintptr_t)hz_page_start(page) + (uintptr_t)(page->reserved - 1u) * size;
+  hz_remote_expect(stash, block, size);
+}
+
+/* Stash a block of `page` for `dest`. Returns the number of lists this
+ * published (0, 1 or 2). Inline: a block that extends the open run, or is
+ * named by the newest header, costs a few stores into lines the thread
+ * holds already. */
+HZ_INLINE unsigned hz_remote_stash(hz_stash_t *stash, hz_inbox_t *dest,
+                                   hz_block_t *block, const hz_page_t *page) {
+  size_t size = page->block_size;
+  if (hz_remote_extends(stash, block))
+    return hz_remote_stash_next(stash, block, size);
+  unsigned index = hz_remote_slot_index(dest);
+  if (HZ_UNLIKELY(stash->slots[index].dest != dest))
+    return hz_remote_stash_open(stash, index, dest, block, page);
+  hz_remote_stash_name(stash, index, block, page);
+  return hz_remote_count(stash, index, size);
 }
 
 /* Publish every slot; returns the number of lists published. */
