@@ -534,6 +534,50 @@ static void test_list_format(void) {
         named == 0);
 }
 
+/* (f) Runs: blocks stashed one after the other that lie one after the
+ * other on their page make one name, the first block with the run bit,
+ * whose first word holds the last; nothing else of the run is written. A
+ * run stops at the page's last block and at a block out of order. */
+static void test_runs(void) {
+  hz_page_t page = {.block_size = sizeof(block_t), .reserved = 8};
+  hz_page_set_start(&page, (uint8_t *)&pool[0]);
+  hz_inbox_t *in = &lines[5].inbox;
+  hz_stash_t stash = {0};
+  memset(pool, 0xA5, sizeof pool);
+  for (int i = 0; i <= 8; i++) /* pool[8] lies past the page's last block */
+    hz_remote_stash(&stash, in, &pool[i].link, &page);
+  static const int order[] = {3, 4, 6}; /* another page, a gap at 5 */
+  hz_page_set_start(&page, (uint8_t *)&pool[16]);
+  for (size_t k = 0; k < sizeof order / sizeof order[0]; k++)
+    hz_remote_stash(&stash, in, &pool[16 + order[k]].link, &page);
+  hz_remote_flush(&stash);
+  hz_block_t *head = hz_remote_take_all(in);
+  uint32_t named = 0;
+  CHECK(head == &pool[0].link && hz_remote_link(head, &named) == NULL);
+  CHECK_MSG(named == 4, "the header holds %u names, not 4", named);
+  hz_block_t *want[4] = {&pool[1].link, &pool[8].link, &pool[19].link,
+                         &pool[22].link};
+  hz_block_t *last[4] = {&pool[7].link, NULL, &pool[20].link, NULL};
+  for (uint32_t i = 0; i < 4 && i < named; i++) {
+    hz_block_t *name = hz_remote_name(head, i);
+    CHECK_MSG(hz_remote_run_first(name) == want[i] &&
+                  hz_remote_is_run(name) == (last[i] != NULL),
+              "name %u", i);
+    if (last[i] != NULL)
+      CHECK_MSG(hz_block_next(want[i]) == last[i], "run %u ends wrong", i);
+  }
+  /* Written: the header, and the first word of each run's first block. */
+  for (int i = 1; i < 24; i++) {
+    const unsigned char *b = (const unsigned char *)&pool[i];
+    bool first = i == 1 || i == 19;
+    for (size_t j = first ? sizeof(void *) : 0; j < sizeof pool[i]; j++)
+      if (b[j] != 0xA5) {
+        CHECK_MSG(false, "block %d of a list written at byte %zu", i, j);
+        break;
+      }
+  }
+}
+
 /* ---------------------------------------------------------------------------
  * Stash: many producers, one consumer
  * ------------------------------------------------------------------------- */
@@ -660,6 +704,7 @@ int main(void) {
   test_stash_collision();
   test_stash_flush();
   test_list_format();
+  test_runs();
   test_stash_threads();
   return check_report("remote");
 }

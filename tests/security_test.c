@@ -400,6 +400,40 @@ static void df_one_thread_twice(size_t size) {
   df_distinct();
 }
 
+/* Blocks another thread frees one after the other in address order go
+ * home as one run (remote.h): a block of the run freed twice, once before
+ * the run or once after it, is reported, and no block is handed to two
+ * holders. The blocks are main's first of their size, neighbours on a
+ * fresh page; sorted by address all the same. */
+enum { DF_RUN = 48, DF_RUN_TWICE = DF_RUN / 2 };
+static void *df_run_blocks[DF_RUN];
+static bool df_twice_first;
+
+static void *df_free_run(void *arg) {
+  (void)arg;
+  xfree(xmalloc(100));
+  if (df_twice_first) xfree(df_run_blocks[DF_RUN_TWICE]);
+  for (int i = 0; i < DF_RUN; i++)
+    xfree(df_run_blocks[i]);
+  if (!df_twice_first) xfree(df_run_blocks[DF_RUN_TWICE]);
+  return NULL;
+}
+
+static void df_run(bool twice_first) {
+  df_begin(64);
+  for (int i = 0; i < DF_RUN; i++)
+    df_run_blocks[i] = xmalloc(64);
+  qsort(df_run_blocks, DF_RUN, sizeof *df_run_blocks, by_pointer);
+  note_addr(df_run_blocks[DF_RUN_TWICE]);
+  df_twice_first = twice_first;
+  df_run_thread(df_free_run, NULL);
+  df_take(NULL);
+  df_distinct();
+}
+
+static void case_df_run_before(void) { df_run(true); }
+static void case_df_run_after(void) { df_run(false); }
+
 #define DF_CASES(size)                                                         \
   static void case_df_two_threads_##size(void) { df_two_threads(size); }       \
   static void case_df_owner_alive_##size(void) { df_owner_alive(size); }       \
@@ -999,6 +1033,10 @@ static const case_t cases[] = {
     DF_CASE("double_free.owner_exited_40000.nocache", case_df_owner_exited_40000, "HZ_CPU_CACHE=0"),
     DF_CASE("double_free.one_thread_twice_40000", case_df_one_thread_40000, NULL),
     DF_CASE("double_free.one_thread_twice_40000.nocache", case_df_one_thread_40000, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.in_run_before", case_df_run_before, NULL),
+    DF_CASE("double_free.in_run_before.nocache", case_df_run_before, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.in_run_after", case_df_run_after, NULL),
+    DF_CASE("double_free.in_run_after.nocache", case_df_run_after, "HZ_CPU_CACHE=0"),
     {"double_free.large", case_df_large, SEC | DBG, OUT_ABORT, 0,
      E "double free of %s (large block of ", NULL, NULL, NULL},
     {"invalid_free.one", case_inv_one, SEC | DBG | REL, OUT_ABORT, OUT_REPORTED,
