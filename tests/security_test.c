@@ -296,7 +296,8 @@ static void *df_take(void *arg) {
   int n = df_size > 10000 ? DF_TAKE / 10 : DF_TAKE;
   for (int i = 0; i < n; i++) {
     unsigned char *p = xmalloc(df_size);
-    if (p == NULL) child_fail("malloc(%zu) failed after the double free", df_size);
+    if (p == NULL)
+      child_fail("malloc(%zu) failed after the double free", df_size);
     memset(p, 0x3C, df_size);
     df_taken[__atomic_fetch_add(&df_count, 1, __ATOMIC_RELAXED)] = p;
   }
@@ -932,10 +933,10 @@ typedef struct case_s {
 #define NOT_OURS    E "invalid free of %s (not allocated by hakozuna)"
 #define INTERIOR                                                               \
   E "invalid free (not at the start of a block) of %s (size class "
-#define REENTERED        E "re-entered slow path of "
+#define REENTERED E "re-entered slow path of "
 /* A block leaving a per-CPU cache without its mark (release): "double
  * free of" or "double free or write after free of". */
-#define CACHED_TWICE E "double free"
+#define CACHED_TWICE     E "double free"
 #define WRITE_AFTER_FREE E "write after free of %s (size class "
 #define CORRUPT_LIST     E "corrupted free list (a freed block was overwritten) of "
 #define SIZED            E "sized delete mismatch (freed as 16 bytes) of %s (size class "
@@ -994,49 +995,72 @@ static const case_t cases[] = {
     {"double_free.retired_page_cross_thread", case_df_retired_cross_thread,
      SEC | DBG | REL, OUT_ABORT, OUT_REPORTED, DOUBLE_FREE, NULL, NULL, NULL},
     DF_CASE("double_free.two_threads_16", case_df_two_threads_16, NULL),
-    DF_CASE("double_free.two_threads_16.nocache", case_df_two_threads_16, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.two_threads_16.nocache", case_df_two_threads_16,
+            "HZ_CPU_CACHE=0"),
     DF_CASE("double_free.owner_alive_16", case_df_owner_alive_16, NULL),
-    DF_CASE("double_free.owner_alive_16.nocache", case_df_owner_alive_16, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.owner_alive_16.nocache", case_df_owner_alive_16,
+            "HZ_CPU_CACHE=0"),
     DF_CASE("double_free.owner_exited_16", case_df_owner_exited_16, NULL),
-    DF_CASE("double_free.owner_exited_16.nocache", case_df_owner_exited_16, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.owner_exited_16.nocache", case_df_owner_exited_16,
+            "HZ_CPU_CACHE=0"),
     DF_CASE("double_free.one_thread_twice_16", case_df_one_thread_16, NULL),
-    DF_CASE("double_free.one_thread_twice_16.nocache", case_df_one_thread_16, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.one_thread_twice_16.nocache", case_df_one_thread_16,
+            "HZ_CPU_CACHE=0"),
     DF_CASE("double_free.two_threads_64", case_df_two_threads_64, NULL),
-    DF_CASE("double_free.two_threads_64.nocache", case_df_two_threads_64, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.two_threads_64.nocache", case_df_two_threads_64,
+            "HZ_CPU_CACHE=0"),
     DF_CASE("double_free.owner_alive_64", case_df_owner_alive_64, NULL),
-    DF_CASE("double_free.owner_alive_64.nocache", case_df_owner_alive_64, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.owner_alive_64.nocache", case_df_owner_alive_64,
+            "HZ_CPU_CACHE=0"),
     DF_CASE("double_free.owner_exited_64", case_df_owner_exited_64, NULL),
-    DF_CASE("double_free.owner_exited_64.nocache", case_df_owner_exited_64, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.owner_exited_64.nocache", case_df_owner_exited_64,
+            "HZ_CPU_CACHE=0"),
     DF_CASE("double_free.one_thread_twice_64", case_df_one_thread_64, NULL),
-    DF_CASE("double_free.one_thread_twice_64.nocache", case_df_one_thread_64, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.one_thread_twice_64.nocache", case_df_one_thread_64,
+            "HZ_CPU_CACHE=0"),
     DF_CASE("double_free.two_threads_1000", case_df_two_threads_1000, NULL),
-    DF_CASE("double_free.two_threads_1000.nocache", case_df_two_threads_1000, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.two_threads_1000.nocache", case_df_two_threads_1000,
+            "HZ_CPU_CACHE=0"),
     DF_CASE("double_free.owner_alive_1000", case_df_owner_alive_1000, NULL),
-    DF_CASE("double_free.owner_alive_1000.nocache", case_df_owner_alive_1000, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.owner_alive_1000.nocache", case_df_owner_alive_1000,
+            "HZ_CPU_CACHE=0"),
     DF_CASE("double_free.owner_exited_1000", case_df_owner_exited_1000, NULL),
-    DF_CASE("double_free.owner_exited_1000.nocache", case_df_owner_exited_1000, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.owner_exited_1000.nocache", case_df_owner_exited_1000,
+            "HZ_CPU_CACHE=0"),
     DF_CASE("double_free.one_thread_twice_1000", case_df_one_thread_1000, NULL),
-    DF_CASE("double_free.one_thread_twice_1000.nocache", case_df_one_thread_1000, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.one_thread_twice_1000.nocache",
+            case_df_one_thread_1000, "HZ_CPU_CACHE=0"),
     DF_CASE("double_free.two_threads_5000", case_df_two_threads_5000, NULL),
-    DF_CASE("double_free.two_threads_5000.nocache", case_df_two_threads_5000, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.two_threads_5000.nocache", case_df_two_threads_5000,
+            "HZ_CPU_CACHE=0"),
     DF_CASE("double_free.owner_alive_5000", case_df_owner_alive_5000, NULL),
-    DF_CASE("double_free.owner_alive_5000.nocache", case_df_owner_alive_5000, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.owner_alive_5000.nocache", case_df_owner_alive_5000,
+            "HZ_CPU_CACHE=0"),
     DF_CASE("double_free.owner_exited_5000", case_df_owner_exited_5000, NULL),
-    DF_CASE("double_free.owner_exited_5000.nocache", case_df_owner_exited_5000, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.owner_exited_5000.nocache", case_df_owner_exited_5000,
+            "HZ_CPU_CACHE=0"),
     DF_CASE("double_free.one_thread_twice_5000", case_df_one_thread_5000, NULL),
-    DF_CASE("double_free.one_thread_twice_5000.nocache", case_df_one_thread_5000, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.one_thread_twice_5000.nocache",
+            case_df_one_thread_5000, "HZ_CPU_CACHE=0"),
     DF_CASE("double_free.two_threads_40000", case_df_two_threads_40000, NULL),
-    DF_CASE("double_free.two_threads_40000.nocache", case_df_two_threads_40000, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.two_threads_40000.nocache", case_df_two_threads_40000,
+            "HZ_CPU_CACHE=0"),
     DF_CASE("double_free.owner_alive_40000", case_df_owner_alive_40000, NULL),
-    DF_CASE("double_free.owner_alive_40000.nocache", case_df_owner_alive_40000, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.owner_alive_40000.nocache", case_df_owner_alive_40000,
+            "HZ_CPU_CACHE=0"),
     DF_CASE("double_free.owner_exited_40000", case_df_owner_exited_40000, NULL),
-    DF_CASE("double_free.owner_exited_40000.nocache", case_df_owner_exited_40000, "HZ_CPU_CACHE=0"),
-    DF_CASE("double_free.one_thread_twice_40000", case_df_one_thread_40000, NULL),
-    DF_CASE("double_free.one_thread_twice_40000.nocache", case_df_one_thread_40000, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.owner_exited_40000.nocache",
+            case_df_owner_exited_40000, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.one_thread_twice_40000", case_df_one_thread_40000,
+            NULL),
+    DF_CASE("double_free.one_thread_twice_40000.nocache",
+            case_df_one_thread_40000, "HZ_CPU_CACHE=0"),
     DF_CASE("double_free.in_run_before", case_df_run_before, NULL),
-    DF_CASE("double_free.in_run_before.nocache", case_df_run_before, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.in_run_before.nocache", case_df_run_before,
+            "HZ_CPU_CACHE=0"),
     DF_CASE("double_free.in_run_after", case_df_run_after, NULL),
-    DF_CASE("double_free.in_run_after.nocache", case_df_run_after, "HZ_CPU_CACHE=0"),
+    DF_CASE("double_free.in_run_after.nocache", case_df_run_after,
+            "HZ_CPU_CACHE=0"),
     {"double_free.large", case_df_large, SEC | DBG, OUT_ABORT, 0,
      E "double free of %s (large block of ", NULL, NULL, NULL},
     {"invalid_free.one", case_inv_one, SEC | DBG | REL, OUT_ABORT, OUT_REPORTED,
