@@ -544,8 +544,10 @@ static void test_runs(void) {
   hz_inbox_t *in = &lines[5].inbox;
   hz_stash_t stash = {0};
   memset(pool, 0xA5, sizeof pool);
-  for (int i = 0; i <= 8; i++) /* pool[8] lies past the page's last block */
-    hz_remote_stash(&stash, in, &pool[i].link, &page);
+  hz_page_t next = page; /* the page after it, from pool[8] on */
+  hz_page_set_start(&next, (uint8_t *)&pool[8]);
+  for (int i = 0; i <= 8; i++)
+    hz_remote_stash(&stash, in, &pool[i].link, i < 8 ? &page : &next);
   static const int order[] = {3, 4, 6}; /* another page, a gap at 5 */
   hz_page_set_start(&page, (uint8_t *)&pool[16]);
   for (size_t k = 0; k < sizeof order / sizeof order[0]; k++)

@@ -321,9 +321,10 @@ HZ_INLINE void heap_page_returned(hz_heap_t *heap, hz_page_t *page,
 static HZ_NOINLINE void heap_send_home(hz_heap_t *heap, hz_page_t *page,
                                        hz_block_t *block) {
   uint8_t cls = page->class_id; /* the page may go once the block is home */
+  const hz_page_t *run_page = heap->stash.run_page;
   unsigned published =
       hz_remote_stash(&heap->stash, &hz_page_heap(page)->inbox, block, page);
-  hz_heap_note_run(heap, cls, true);
+  if (heap->stash.run_page != run_page) hz_heap_note_run(heap, cls, true);
   if (published != 0) HZ_SHARED_ADD(heap->stats.batches_published, published);
 }
 

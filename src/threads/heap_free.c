@@ -41,9 +41,11 @@ HZ_INLINE void heap_free_remote(hz_heap_t *heap, hz_page_t *page,
   hz_heap_t *owner = hz_page_heap(page);
   bool shared = hz_heap_is_shared(owner);
   hz_heap_count_remote(heap, cls, shared, 1);
+  const hz_page_t *run_page = heap->stash.run_page;
   unsigned published =
       hz_remote_stash(&heap->stash, &owner->inbox, block, page);
-  hz_heap_note_run(heap, cls, shared);
+  if (HZ_UNLIKELY(heap->stash.run_page != run_page))
+    hz_heap_note_run(heap, cls, shared); /* a run of this page opened */
   heap_published(heap, cls, published);
   hz_heap_leave(heap);
 }

@@ -95,7 +95,7 @@ HZ_INLINE void hz_heap_settle_run(hz_heap_t *heap) {
 }
 
 /* A block of class `cls` (the shared pages' if `shared`) went into the
- * stash, where it may have opened a run: frees that extend it count there. */
+ * stash and opened a run there: frees that extend it count to that class. */
 HZ_INLINE void hz_heap_note_run(hz_heap_t *heap, uint8_t cls, bool shared) {
   hz_heap_settle_run(heap);
   heap->run_class = cls;

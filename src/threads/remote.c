@@ -34,14 +34,14 @@ unsigned hz_remote_publish(hz_stash_t *stash, unsigned index) {
       stash->cas_retries,
       hz_remote_push(slot->dest, slot->first, slot->last, slot->last_named));
   HZ_SHARED_ADD(stash->published, slot->blocks);
-  if (slot->opened_ns != 0) {
-    HZ_SHARED_ADD(stash->wait_ns, hz_os_now_ns() - slot->opened_ns);
+  if (stash->opened_ns[index] != 0) {
+    HZ_SHARED_ADD(stash->wait_ns, hz_os_now_ns() - stash->opened_ns[index]);
     HZ_SHARED_ADD(stash->timed, 1);
   }
   slot->dest = NULL;
   slot->first = slot->older = slot->last = NULL;
   stash->held &= ~(1u << index);
-  if (stash->run_slot == index) stash->run_next = 0;
+  if (stash->run_slot == index) HZ_SHARED_SET(stash->run_next, 0);
   return 1;
 }
 
@@ -57,11 +57,11 @@ unsigned hz_remote_stash_open(hz_stash_t *stash, unsigned index,
   slot->older = NULL;
   slot->run_first = slot->run_last = NULL;
   slot->named = 0;
-  slot->can_name = hz_remote_can_name(size);
+  slot->can_name = (uint16_t)hz_remote_can_name(size);
   slot->room = (int32_t)HZ_STASH_MAX_BYTES - hz_remote_weight(size);
   bool timed = stash->lists % HZ_STASH_TIME_EVERY == 0;
   HZ_SHARED_ADD(stash->lists, 1);
-  slot->opened_ns = timed ? hz_os_now_ns() : 0;
+  stash->opened_ns[index] = timed ? hz_os_now_ns() : 0;
   stash->held |= 1u << index;
   if (slot->room <= 0) published += hz_remote_publish(stash, index);
   return published;

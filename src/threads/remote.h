@@ -50,28 +50,36 @@ HZ_INLINE int32_t hz_remote_weight(size_t size) {
   return (int32_t)(size > HZ_STASH_MIN_WEIGHT ? size : HZ_STASH_MIN_WEIGHT);
 }
 
+/* One line: what a free bound for the slot's destination reads. */
 typedef struct {
-  hz_inbox_t *dest;      /* NULL: slot empty */
-  hz_block_t *first;     /* the newest header, still naming blocks */
-  hz_block_t *older;     /* the header after `first` in the list */
-  hz_block_t *last;      /* the oldest header: its link goes to the inbox */
-  uint32_t named;        /* blocks `first` names so far */
-  uint32_t can_name;     /* blocks `first` has room to name */
-  uint32_t last_named;   /* blocks `last` names, once `first` is another */
-  int32_t room;          /* weight left before the list is full */
-  uint32_t blocks;       /* blocks in the list */
-  uint32_t run_at;       /* the open run's name in `first` */
-  hz_block_t *run_first; /* the open run's first block; NULL: none open */
-  hz_block_t *run_last;  /* its last block so far */
-  uint64_t opened_ns;    /* when the list got its first block; 0: not timed */
+  hz_inbox_t *dest;  /* NULL: slot empty */
+  hz_block_t *first; /* the newest header, still naming blocks */
+  hz_block_t *older; /* the header after `first` in the list */
+  hz_block_t *last;  /* the oldest header: its link goes to the inbox */
+  /* The last name of `first` (its word named - 1), a run from run_first
+   * to run_last; NULL: `first` holds no name yet. */
+  hz_block_t *run_first;
+  hz_block_t *run_last;
+  uint16_t named;      /* names `first` holds so far */
+  uint16_t can_name;   /* names `first` has room for */
+  uint16_t last_named; /* names `last` holds, once `first` is another */
+  int32_t room;        /* weight left before the list is full */
+  uint32_t blocks;     /* blocks in the list */
 } hz_stash_slot_t;
+
+_Static_assert(sizeof(hz_stash_slot_t) == 64, "a stash slot is one line");
 
 typedef struct {
   hz_stash_slot_t slots[HZ_STASH_SLOTS];
-  uintptr_t run_next;  /* the block that extends slot run_slot's run; 0 */
-  uintptr_t run_limit; /* the last block of that run's page */
+  /* The block that extends slot run_slot's run; 0: none. Written by
+   * whoever holds the heap (its thread, a collector flushing the stash),
+   * read by its thread's free before it enters (hz_heap_extends_run). */
+  uintptr_t run_next;
+  uintptr_t run_limit;       /* the last block of that run's page */
+  const hz_page_t *run_page; /* that page: its frees are counted per run */
   uint32_t run_slot;
-  uint32_t held;        /* bit i set: slot i holds blocks */
+  uint64_t opened_ns[HZ_STASH_SLOTS]; /* a list's first block; 0: untimed */
+  uint32_t held;                      /* bit i set: slot i holds blocks */
   uint64_t cas_retries; /* failed CAS of its publications, for the stats */
   uint64_t published;   /* blocks published, for the stats */
   uint64_t lists;       /* lists opened */
@@ -178,7 +186,7 @@ HZ_INLINE void hz_remote_run_close(hz_stash_slot_t *slot) {
   if (slot->run_last != slot->run_first) {
     hz_block_set_next(slot->run_first, slot->run_last);
     hz_remote_name_set(
-        slot->first, slot->run_at,
+        slot->first, slot->named - 1u,
         (hz_block_t *)((uintptr_t)slot->run_first | HZ_REMOTE_RUN));
   }
   slot->run_first = slot->run_last = NULL;
@@ -202,15 +210,16 @@ HZ_INLINE void hz_remote_stash_header(hz_stash_slot_t *slot, hz_block_t *block,
   slot->older = slot->first;
   slot->first = block;
   slot->named = 0;
-  slot->can_name = hz_remote_can_name(size);
+  slot->can_name = (uint16_t)hz_remote_can_name(size);
 }
 
 /* The block after `block` on its page extends a run, unless `block` is the
  * page's last. */
 HZ_INLINE void hz_remote_expect(hz_stash_t *stash, const hz_block_t *block,
                                 size_t size) {
-  stash->run_next =
-      (uintptr_t)block < stash->run_limit ? (uintptr_t)block + size : 0;
+  HZ_SHARED_SET(stash->run_next, (uintptr_t)block < stash->run_limit
+                                     ? (uintptr_t)block + size
+                                     : 0);
 }
 
 /* `block` of `size` bytes counts against the slot's room; returns the
@@ -228,7 +237,7 @@ HZ_INLINE unsigned hz_remote_count(hz_stash_t *stash, unsigned index,
  * destination and that it is a block start of the page are known. */
 HZ_INLINE bool hz_remote_extends(const hz_stash_t *stash,
                                  const hz_block_t *block) {
-  return (uintptr_t)block == stash->run_next;
+  return (uintptr_t)block == HZ_SHARED_GET(stash->run_next);
 }
 
 /* Stash `block`, which extends the open run (hz_remote_extends). Returns
@@ -241,25 +250,40 @@ HZ_INLINE unsigned hz_remote_stash_next(hz_stash_t *stash, hz_block_t *block,
   return hz_remote_count(stash, index, size);
 }
 
-/* `block` of `page` gets a name in the slot's newest header, where it opens
- * a run, or becomes the newest header itself. */
-HZ_INLINE void hz_remote_stash_name(hz_stash_t *stash, unsigned index,
-                                    hz_block_t *block, const hz_page_t *page) {
+/* `block` of `page` follows the slot's last name on its page: that name
+ * becomes (or stays) a run, now ending at `block`, and the blocks after it
+ * extend it on the fast path (hz_remote_stash_next). */
+HZ_INLINE bool hz_remote_stash_follows(hz_stash_t *stash, unsigned index,
+                                       hz_block_t *block,
+                                       const hz_page_t *page) {
   hz_stash_slot_t *slot = &stash->slots[index];
   size_t size = page->block_size;
-  hz_remote_run_close(slot);
-  if (slot->named >= slot->can_name) {
-    hz_remote_stash_header(slot, block, size);
-    stash->run_next = 0; /* a header opens no run */
-    return;
-  }
-  slot->run_at = slot->named++;
-  hz_remote_name_set(slot->first, slot->run_at, block);
-  slot->run_first = slot->run_last = block;
+  if ((uintptr_t)block - size != (uintptr_t)slot->run_last ||
+      (uintptr_t)slot->run_last < (uintptr_t)hz_page_start(page))
+    return false;
+  slot->run_last = block;
   stash->run_slot = index;
+  stash->run_page = page;
   stash->run_limit =
       (uintptr_t)hz_page_start(page) + (uintptr_t)(page->reserved - 1u) * size;
   hz_remote_expect(stash, block, size);
+  return true;
+}
+
+/* `block` gets a name in the slot's newest header (a run of one block so
+ * far), or becomes the newest header itself. */
+HZ_INLINE void hz_remote_stash_name(hz_stash_t *stash, unsigned index,
+                                    hz_block_t *block, size_t size) {
+  hz_stash_slot_t *slot = &stash->slots[index];
+  if (slot->run_last != slot->run_first && stash->run_slot == index)
+    HZ_SHARED_SET(stash->run_next, 0); /* the run it extends closes */
+  hz_remote_run_close(slot);
+  if (slot->named >= slot->can_name) {
+    hz_remote_stash_header(slot, block, size);
+    return;
+  }
+  hz_remote_name_set(slot->first, slot->named++, block);
+  slot->run_first = slot->run_last = block;
 }
 
 /* Stash a block of `page` for `dest`. Returns the number of lists this
@@ -274,7 +298,8 @@ HZ_INLINE unsigned hz_remote_stash(hz_stash_t *stash, hz_inbox_t *dest,
   unsigned index = hz_remote_slot_index(dest);
   if (HZ_UNLIKELY(stash->slots[index].dest != dest))
     return hz_remote_stash_open(stash, index, dest, block, page);
-  hz_remote_stash_name(stash, index, block, page);
+  if (!hz_remote_stash_follows(stash, index, block, page))
+    hz_remote_stash_name(stash, index, block, size);
   return hz_remote_count(stash, index, size);
 }
 
