@@ -93,14 +93,14 @@ HZ_INLINE void *hz_fast_malloc(size_t size) {
  * a block start; a full cache makes room), else straight to the stash. */
 static HZ_NOINLINE void hz_fast_free_other(hz_heap_t *heap, hz_page_t *page,
                                            void *p) {
-  if (hz_heap_extends_run(heap, p)) {
-    hz_heap_free_next(heap, page, p);
-    return;
-  }
   size_t cls = page->class_id;
   if (hz_cpu_takes_free(page) && hz_page_is_block(page, p, page->reserved)) {
     hz_check_set_mark(p);
     if (HZ_UNLIKELY(!hz_cpu_push(cls, p))) hz_cpu_overflow(heap, cls, p);
+    return;
+  }
+  if (hz_heap_extends_run(heap, p)) {
+    hz_heap_free_next(heap, page, p);
     return;
   }
   hz_heap_free_remote_plain(heap, page, p);
