@@ -41,7 +41,8 @@ static void exercise_class(uint8_t cls) {
   CHECK(hz_page_start(page) + (size_t)page->reserved * size <=
         hz_page_end(page));
 
-  static hz_block_t *blocks[HZ_PAGE_BLOCKS_MAX];
+  static hz_block_t *blocks[HZ_PAGE_BLOCKS_MAX]; /* by index */
+  memset(blocks, 0, sizeof blocks);
   size_t n = 0;
   for (;;) {
     void *got[5];
@@ -53,11 +54,16 @@ static void exercise_class(uint8_t cls) {
       hz_block_t *b = got[i];
       CHECK(hz_page_is_block_start(page, b));
       CHECK(((uintptr_t)b & 15) == 0);
-      /* the batch is the next k blocks of the page */
+      /* the batch is the next k blocks of the page, a stack whose top
+       * (the last) is the lowest */
       CHECK((uint8_t *)b >= lowest && (uint8_t *)b < lowest + (size_t)k * size);
-      if (!HZ_SECURE) CHECK((uint8_t *)b == lowest + (size_t)i * size);
+      if (!HZ_SECURE)
+        CHECK((uint8_t *)b == lowest + (size_t)(k - 1 - i) * size);
       memset(b, 0x5a, size); /* whole block is ours to write */
-      blocks[n++] = b;
+      uint32_t index = hz_page_index(page, b);
+      CHECK(index < page->reserved && blocks[index] == NULL); /* once */
+      if (index < page->reserved) blocks[index] = b;
+      n++;
     }
     hz_page_check(page);
   }
@@ -72,7 +78,7 @@ static void exercise_class(uint8_t cls) {
   CHECK(hz_page_block_of(page, mid + size / 2) == blocks[n / 2]);
   CHECK(!hz_page_is_block_start(page, mid + 8));
   /* Put every other block back, highest first; they come back lowest
-   * address first (release), each exactly once. */
+   * address first (release: a batch's top first), each exactly once. */
   size_t half = 0;
   for (size_t i = (n - 1) & ~(size_t)1;; i -= 2) {
     put(page, blocks[i]);
@@ -88,7 +94,7 @@ static void exercise_class(uint8_t cls) {
   void *got[7];
   for (uint32_t k; (k = hz_page_take(page, got, 7)) != 0;) {
     page->tally->used = (uint16_t)(page->tally->used + k);
-    for (uint32_t i = 0; i < k; i++, again++) {
+    for (uint32_t i = k; i-- > 0; again++) { /* from the top of the stack */
       uint8_t *b = got[i];
       CHECK(hz_page_index(page, b) % 2 == 0);
       if (!HZ_SECURE) CHECK(prev == NULL || b == prev + 2 * size);

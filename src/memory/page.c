@@ -37,8 +37,8 @@ static void page_shuffle(void **out, uint32_t n) {
   }
 }
 
-void hz_page_secure_batch(void **out, uint32_t freed, uint32_t n) {
-  for (uint32_t i = freed; i < n; i++) /* freed ones carry theirs */
+void hz_page_secure_batch(void **out, uint32_t fresh, uint32_t n) {
+  for (uint32_t i = 0; i < fresh; i++) /* freed ones carry theirs */
     ((uintptr_t *)out[i])[1] = hz_check_mark(out[i]);
   page_shuffle(out, n);
 }

@@ -123,61 +123,61 @@ void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id);
 /* Words of the bitmap that `blocks` blocks use. */
 HZ_INLINE uint32_t hz_page_words(uint32_t blocks) { return (blocks + 63) / 64; }
 
-/* Up to `max` (> 0) free blocks, lowest address first, their bits
- * cleared; the page has at least one (used < capacity). */
-HZ_INLINE uint32_t hz_page_take_free(hz_page_t *page, void **out,
-                                     uint32_t max) {
+/* The `n` lowest free blocks of the page (it has at least n), their bits
+ * cleared, stored downwards from `top`, each below the last: the batch
+ * reads as a stack whose top is the lowest. Returns the new `top`. */
+HZ_INLINE void **hz_page_take_free(hz_page_t *page, void **top, uint32_t n) {
   uint8_t *start = hz_page_start(page);
   size_t size = page->block_size;
   uint64_t *bits = page->tally->bits;
-  uint32_t words = hz_page_words(page->capacity);
   uint32_t w = page->tally->bits_from;
-  uint32_t n = 0;
-  for (; w < words; w++) {
+  for (;; w++) {
     uint64_t word = bits[w];
     while (word != 0) {
-      out[n++] =
+      *--top =
           start + (size_t)(w * 64 + (uint32_t)__builtin_ctzll(word)) * size;
       word &= word - 1;
-      if (n == max) {
+      if (--n == 0) {
         bits[w] = word;
-        page->tally->bits_from = (uint16_t)w;
-        return n;
+        page->tally->bits_from = (uint16_t)(word != 0 ? w : w + 1);
+        return top;
       }
     }
     bits[w] = 0;
   }
-  page->tally->bits_from = (uint16_t)w;
-  return n;
 }
 
-/* Up to `max` never-used blocks, in address order. */
-HZ_INLINE uint32_t hz_page_carve(hz_page_t *page, void **out, uint32_t max) {
-  uint32_t left = (uint32_t)page->reserved - page->capacity;
-  uint32_t n = max < left ? max : left;
-  uint8_t *first =
+/* `n` never-used blocks, in address order, stored downwards from `top`;
+ * returns the new `top`. */
+HZ_INLINE void **hz_page_carve(hz_page_t *page, void **top, uint32_t n) {
+  uint8_t *block =
       hz_page_start(page) + (size_t)page->capacity * page->block_size;
-  for (uint32_t i = 0; i < n; i++)
-    out[i] = first + (size_t)i * page->block_size;
+  for (uint32_t i = 0; i < n; i++, block += page->block_size)
+    *--top = block;
   HZ_SHARED_SET(page->capacity, page->capacity + n);
-  return n;
+  return top;
 }
 
-/* The secure variants' share of hz_page_take: mark the fresh blocks of a
- * batch (from `freed` on) and shuffle it. */
-void hz_page_secure_batch(void **out, uint32_t freed, uint32_t n);
+/* The secure variants' share of hz_page_take: mark the `fresh` blocks at
+ * the start of the batch and shuffle it. */
+void hz_page_secure_batch(void **out, uint32_t fresh, uint32_t n);
 
-/* Hand out up to `max` blocks into `out`: the page's free blocks lowest
- * address first, then fresh ones carved in address order (release writes
- * nothing into them, so memory is first touched by the program that gets
- * it). The secure variants shuffle each batch and mark the fresh blocks
- * (check.h). Returns how many; the caller holds them as used. */
+/* Hand out up to `max` blocks into out[0..n), a stack whose top (out[n-1])
+ * is the lowest address: the page's free blocks lowest address first,
+ * then fresh ones carved in address order (release writes nothing into
+ * them, so memory is first touched by the program that gets it). The
+ * secure variants shuffle each batch and mark the fresh blocks (check.h).
+ * Returns n; the caller holds them as used. */
 HZ_INLINE uint32_t hz_page_take(hz_page_t *page, void **out, uint32_t max) {
-  uint32_t n = 0;
-  if (page->tally->used < page->capacity) n = hz_page_take_free(page, out, max);
-  uint32_t all = n < max ? n + hz_page_carve(page, out + n, max - n) : n;
-  if (HZ_SECURE) hz_page_secure_batch(out, n, all);
-  return all;
+  uint32_t room = (uint32_t)page->reserved - page->tally->used;
+  uint32_t n = max < room ? max : room;
+  uint32_t free = page->capacity - page->tally->used;
+  uint32_t from_free = n < free ? n : free;
+  void **top = out + n;
+  if (from_free != 0) top = hz_page_take_free(page, top, from_free);
+  hz_page_carve(page, top, n - from_free);
+  if (HZ_SECURE) hz_page_secure_batch(out, n - from_free, n);
+  return n;
 }
 
 /* The index of `block`, a block start of the page (anything else gives an

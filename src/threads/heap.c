@@ -439,15 +439,6 @@ void hz_heap_flush_stash(hz_heap_t *heap) {
     HZ_SHARED_ADD(heap->stats.batches_published, hz_remote_flush(&heap->stash));
 }
 
-/* Reverse the n slots from `slots` on, so the first put is on top. */
-static void heap_reverse(void **slots, size_t n) {
-  for (size_t i = 0; i < n / 2; i++) {
-    void *t = slots[i];
-    slots[i] = slots[n - 1 - i];
-    slots[n - 1 - i] = t;
-  }
-}
-
 static void drain_report(const hz_block_t *header) {
   hz_check_report(HZ_CHECK_CORRUPT_LIST, header,
                   "a block sent back by another thread");
@@ -722,7 +713,6 @@ HZ_INLINE uint32_t heap_refill(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
   if (page == NULL) return 0;
   uint32_t taken = hz_page_take(page, bin->top, want);
   HZ_ASSERT(taken > 0);
-  heap_reverse(bin->top, taken);
   bin->top += taken;
   hz_bin_moved(bin, taken);
   if (page->emptied) heap_unempty(heap, page);
