@@ -99,10 +99,6 @@ static HZ_NOINLINE void hz_fast_free_other(hz_heap_t *heap, hz_page_t *page,
     if (HZ_UNLIKELY(!hz_cpu_push(cls, p))) hz_cpu_overflow(heap, cls, p);
     return;
   }
-  if (hz_heap_extends_run(heap, p)) {
-    hz_heap_free_next(heap, page, p);
-    return;
-  }
   hz_heap_free_remote_plain(heap, page, p);
 }
 
@@ -128,12 +124,16 @@ HZ_INLINE void hz_fast_free(void *p) {
       word = hz_page_owner_word(page);
     }
     if (word != (uintptr_t)heap) {
-      /* Another heap's plain page: straight to the stash. */
-      if ((word & HZ_PAGE_FLAG_MASK) == 0 && word != 0 &&
-          heap != &hz_heap_empty)
-        hz_fast_free_other(heap, page, p);
-      else
+      /* Another heap's plain page: the block after the stash's open run
+       * extends it (a compare and a few stores), others go to the CPU's
+       * cache or the stash. */
+      if ((word & HZ_PAGE_FLAG_MASK) != 0 || word == 0 ||
+          heap == &hz_heap_empty)
         hz_thread_free_slow(p, heap, seg, page);
+      else if (hz_heap_extends_run(heap, p))
+        hz_heap_free_next(heap, page, p);
+      else
+        hz_fast_free_other(heap, page, p);
       return;
     }
   }
