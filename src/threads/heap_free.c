@@ -133,10 +133,11 @@ void hz_heap_free_remote_plain(hz_heap_t *heap, hz_page_t *page, void *p) {
   heap_free_remote(heap, page, p);
 }
 
-/* The stash published lists as the open run grew: the counts go out, and
- * the heap leaves the slow path hz_heap_free_next entered. */
-static HZ_NOINLINE void heap_published_next(hz_heap_t *heap, unsigned lists) {
-  heap_published(heap, heap->run_class, lists);
+/* The open run's list is full: it goes out, with the counts, and the heap
+ * leaves the slow path hz_heap_free_next entered. */
+static HZ_NOINLINE void heap_publish_run(hz_heap_t *heap) {
+  heap_published(heap, heap->run_class,
+                 hz_remote_publish(&heap->stash, heap->stash.run_slot));
   hz_heap_leave(heap);
 }
 
@@ -154,9 +155,8 @@ void hz_heap_free_next(hz_heap_t *heap, hz_page_t *page, void *p) {
   /* p is the block after the run's last on the run's page: a block start,
    * bound where the run's blocks go, of the run's class. */
   heap->run_frees++;
-  unsigned lists = hz_remote_stash_next(&heap->stash, p, page->block_size);
-  if (HZ_UNLIKELY(lists != 0)) {
-    heap_published_next(heap, lists);
+  if (HZ_UNLIKELY(hz_remote_next_fills(&heap->stash, p, page->block_size))) {
+    heap_publish_run(heap);
     return;
   }
   hz_heap_leave(heap);

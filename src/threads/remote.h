@@ -78,6 +78,7 @@ typedef struct {
   uintptr_t run_limit;       /* the last block of that run's page */
   const hz_page_t *run_page; /* that page: its frees are counted per run */
   uint32_t run_slot;
+  int32_t run_weight; /* what each of its blocks takes of the list's room */
   uint64_t opened_ns[HZ_STASH_SLOTS]; /* a list's first block; 0: untimed */
   uint32_t held;                      /* bit i set: slot i holds blocks */
   uint64_t cas_retries; /* failed CAS of its publications, for the stats */
@@ -240,14 +241,25 @@ HZ_INLINE bool hz_remote_extends(const hz_stash_t *stash,
   return (uintptr_t)block == HZ_SHARED_GET(stash->run_next);
 }
 
-/* Stash `block`, which extends the open run (hz_remote_extends). Returns
- * the lists this published (0 or 1). */
+/* Add `block`, which extends the open run (hz_remote_extends), to it.
+ * True when the run's list is full: the caller publishes slot run_slot. */
+HZ_INLINE bool hz_remote_next_fills(hz_stash_t *stash, hz_block_t *block,
+                                    size_t size) {
+  hz_stash_slot_t *slot = &stash->slots[stash->run_slot];
+  slot->run_last = block;
+  hz_remote_expect(stash, block, size);
+  slot->blocks++;
+  slot->room -= stash->run_weight;
+  return slot->room <= 0;
+}
+
+/* Stash `block`, which extends the open run. Returns the lists this
+ * published (0 or 1). */
 HZ_INLINE unsigned hz_remote_stash_next(hz_stash_t *stash, hz_block_t *block,
                                         size_t size) {
-  unsigned index = stash->run_slot;
-  stash->slots[index].run_last = block;
-  hz_remote_expect(stash, block, size);
-  return hz_remote_count(stash, index, size);
+  if (HZ_UNLIKELY(hz_remote_next_fills(stash, block, size)))
+    return hz_remote_publish(stash, stash->run_slot);
+  return 0;
 }
 
 /* `block` of `page` follows the slot's last name on its page: that name
@@ -264,6 +276,7 @@ HZ_INLINE bool hz_remote_stash_follows(hz_stash_t *stash, unsigned index,
   slot->run_last = block;
   stash->run_slot = index;
   stash->run_page = page;
+  stash->run_weight = hz_remote_weight(size);
   stash->run_limit =
       (uintptr_t)hz_page_start(page) + (uintptr_t)(page->reserved - 1u) * size;
   hz_remote_expect(stash, block, size);
