@@ -404,7 +404,7 @@ void hz_heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always) {
   hz_bin_t *bin = &heap->bins[cls];
   hz_class_counts_t *counts = &heap->counts[cls];
   HZ_SHARED_SET(counts->allocs, hz_bin_allocs(bin));
-  uint64_t frees = hz_bin_frees(bin);
+  uint64_t frees = hz_bin_frees(bin) + counts->remote_frees;
   HZ_SHARED_SET(counts->frees, frees);
   int64_t net = (int64_t)(hz_bin_allocs(bin) - frees);
   int64_t delta = net - counts->published;

@@ -93,8 +93,9 @@ typedef enum {
  * moves it, so frees = free_base + blocks in the bin + allocs (mod 2^64),
  * where free_base is changed only by what moves blocks in or out other
  * than free and malloc (refill and drain: minus; spill and a collector:
- * plus) and by the frees that never reach the bin (plus one each: another
- * heap's blocks, which go to the stash). The free fast path counts nothing.
+ * plus). The frees that never reach the bin (another heap's blocks, which
+ * go to the stash) are the class's remote frees (hz_class_counts_t), added
+ * in when the frees are read. The free fast path counts nothing.
  *
  * The bin keeps its class's divisor too (sizeclass.h), so the free fast
  * path checks that a pointer is a block start without another cache line.

@@ -77,11 +77,10 @@ HZ_INLINE bool hz_heap_try_enter(hz_heap_t *heap) {
 }
 
 /* `n` frees of blocks of other heaps' pages of class `cls` (the shared
- * pages' if `shared`): frees that skip the bin, and the class's remote
- * frees. */
+ * pages' if `shared`): the class's remote frees, which are also frees
+ * that skip the bin (hz_heap_publish_counts adds them). */
 HZ_INLINE void hz_heap_count_remote(hz_heap_t *heap, uint8_t cls, bool shared,
                                     uint32_t n) {
-  heap->bins[cls].free_base += n;
   HZ_SHARED_ADD(heap->counts[cls].remote_frees, n);
   if (HZ_UNLIKELY(shared)) HZ_SHARED_ADD(heap->counts[cls].shared_frees, n);
 }

@@ -56,8 +56,9 @@ typedef struct {
   hz_block_t *first; /* the newest header, still naming blocks */
   hz_block_t *older; /* the header after `first` in the list */
   hz_block_t *last;  /* the oldest header: its link goes to the inbox */
-  /* The last name of `first` (its word named - 1), a run from run_first
-   * to run_last; NULL: `first` holds no name yet. */
+  /* The last name of `first` (its word named - 1): a block, run_last, or,
+   * when run_first is not NULL, a run from run_first to run_last. NULL:
+   * `first` holds no name yet. */
   hz_block_t *run_first;
   hz_block_t *run_last;
   uint16_t named;      /* names `first` holds so far */
@@ -184,13 +185,14 @@ unsigned hz_remote_publish(hz_stash_t *stash, unsigned index);
 /* The slot's open run ends: a run of more than one block gets its name
  * (the run bit) and its last block written into its first. */
 HZ_INLINE void hz_remote_run_close(hz_stash_slot_t *slot) {
-  if (slot->run_last != slot->run_first) {
+  if (slot->run_first != NULL) {
     hz_block_set_next(slot->run_first, slot->run_last);
     hz_remote_name_set(
         slot->first, slot->named - 1u,
         (hz_block_t *)((uintptr_t)slot->run_first | HZ_REMOTE_RUN));
+    slot->run_first = NULL;
   }
-  slot->run_first = slot->run_last = NULL;
+  slot->run_last = NULL;
 }
 
 /* The newest header of the slot's list names no more blocks: it gets its
@@ -221,17 +223,6 @@ HZ_INLINE void hz_remote_expect(hz_stash_t *stash, const hz_block_t *block,
   HZ_SHARED_SET(stash->run_next, (uintptr_t)block < stash->run_limit
                                      ? (uintptr_t)block + size
                                      : 0);
-}
-
-/* `block` of `size` bytes counts against the slot's room; returns the
- * lists published (the slot, full). */
-HZ_INLINE unsigned hz_remote_count(hz_stash_t *stash, unsigned index,
-                                   size_t size) {
-  hz_stash_slot_t *slot = &stash->slots[index];
-  slot->blocks++;
-  slot->room -= hz_remote_weight(size);
-  if (HZ_UNLIKELY(slot->room <= 0)) return hz_remote_publish(stash, index);
-  return 0;
 }
 
 /* Is `block` the one that extends the open run? Then its page, its
@@ -273,6 +264,7 @@ HZ_INLINE bool hz_remote_stash_follows(hz_stash_t *stash, unsigned index,
   if ((uintptr_t)block - size != (uintptr_t)slot->run_last ||
       (uintptr_t)slot->run_last < (uintptr_t)hz_page_start(page))
     return false;
+  if (slot->run_first == NULL) slot->run_first = slot->run_last;
   slot->run_last = block;
   stash->run_slot = index;
   stash->run_page = page;
@@ -288,15 +280,39 @@ HZ_INLINE bool hz_remote_stash_follows(hz_stash_t *stash, unsigned index,
 HZ_INLINE void hz_remote_stash_name(hz_stash_t *stash, unsigned index,
                                     hz_block_t *block, size_t size) {
   hz_stash_slot_t *slot = &stash->slots[index];
-  if (slot->run_last != slot->run_first && stash->run_slot == index)
-    HZ_SHARED_SET(stash->run_next, 0); /* the run it extends closes */
-  hz_remote_run_close(slot);
+  if (HZ_UNLIKELY(slot->run_first != NULL)) {
+    if (stash->run_slot == index) /* the run it extends closes */
+      HZ_SHARED_SET(stash->run_next, 0);
+    hz_remote_run_close(slot);
+  }
   if (slot->named >= slot->can_name) {
     hz_remote_stash_header(slot, block, size);
     return;
   }
   hz_remote_name_set(slot->first, slot->named++, block);
-  slot->run_first = slot->run_last = block;
+  slot->run_last = block;
+}
+
+/* What hz_remote_stash_into did besides stashing the block. */
+#define HZ_REMOTE_FULL     1u /* the list is full: the caller publishes it */
+#define HZ_REMOTE_RUN_GREW 2u /* a run grew: the blocks after it extend it */
+
+/* Stash `block` of `page` in slot `index`, whose list is bound for the
+ * block's destination already: it follows the slot's last name or gets a
+ * name. Returns HZ_REMOTE_* flags. */
+HZ_INLINE unsigned hz_remote_stash_into(hz_stash_t *stash, unsigned index,
+                                        hz_block_t *block,
+                                        const hz_page_t *page) {
+  size_t size = page->block_size;
+  unsigned done = 0;
+  if (hz_remote_stash_follows(stash, index, block, page))
+    done = HZ_REMOTE_RUN_GREW;
+  else
+    hz_remote_stash_name(stash, index, block, size);
+  hz_stash_slot_t *slot = &stash->slots[index];
+  slot->blocks++;
+  slot->room -= hz_remote_weight(size);
+  return done | (slot->room <= 0 ? HZ_REMOTE_FULL : 0u);
 }
 
 /* Stash a block of `page` for `dest`. Returns the number of lists this
@@ -305,15 +321,15 @@ HZ_INLINE void hz_remote_stash_name(hz_stash_t *stash, unsigned index,
  * holds already. */
 HZ_INLINE unsigned hz_remote_stash(hz_stash_t *stash, hz_inbox_t *dest,
                                    hz_block_t *block, const hz_page_t *page) {
-  size_t size = page->block_size;
   if (hz_remote_extends(stash, block))
-    return hz_remote_stash_next(stash, block, size);
+    return hz_remote_stash_next(stash, block, page->block_size);
   unsigned index = hz_remote_slot_index(dest);
   if (HZ_UNLIKELY(stash->slots[index].dest != dest))
     return hz_remote_stash_open(stash, index, dest, block, page);
-  if (!hz_remote_stash_follows(stash, index, block, page))
-    hz_remote_stash_name(stash, index, block, size);
-  return hz_remote_count(stash, index, size);
+  if (HZ_UNLIKELY(hz_remote_stash_into(stash, index, block, page) &
+                  HZ_REMOTE_FULL))
+    return hz_remote_publish(stash, index);
+  return 0;
 }
 
 /* Publish every slot; returns the number of lists published. */
