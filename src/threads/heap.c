@@ -360,6 +360,34 @@ static size_t bin_capacity_of(const hz_bin_t *bin) {
   return (size_t)(bin->limit - bin->base);
 }
 
+/* Put `n` blocks of ours (block starts) back on their pages, as page_put
+ * does one by one, with the page they are on kept in registers: a block of
+ * the page the last was on costs a range check, its index and its bit,
+ * and a run of one page's blocks is counted off its `used` in one step (a
+ * bin's blocks mostly come from a few pages, in runs). */
+static void heap_put_blocks(hz_heap_t *heap, void **blocks, size_t n,
+                            bool uncarve) {
+  hz_page_t *page = NULL;
+  uintptr_t start = 0, area = 0;
+  uint32_t back = 0;
+  for (size_t i = 0; i < n; i++) {
+    hz_block_t *block = blocks[i];
+    if ((uintptr_t)block - start >= area) {
+      if (page != NULL) heap_page_returned(heap, page, back);
+      page = hz_segment_block_page(block);
+      start = (uintptr_t)hz_page_start(page);
+      area = hz_page_area(page);
+      back = 0;
+    }
+    if ((uncarve && hz_page_uncarve(page, block)) ||
+        hz_page_put_index(page, hz_page_index(page, block)))
+      back++;
+    else
+      hz_heap_double_free(page, block);
+  }
+  if (page != NULL) heap_page_returned(heap, page, back);
+}
+
 HZ_INLINE void bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n,
                          bool uncarve) {
   if (HZ_UNLIKELY(heap->took_shared))
@@ -367,9 +395,7 @@ HZ_INLINE void bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n,
       bin_block_put(heap, hz_segment_block_page(bin->base[i]), bin->base[i],
                     uncarve);
   else
-    for (size_t i = 0; i < n; i++)
-      page_put(heap, hz_segment_block_page(bin->base[i]), bin->base[i],
-               uncarve);
+    heap_put_blocks(heap, bin->base, n, uncarve);
   size_t left = hz_bin_count(bin) - n;
   memmove(bin->base, bin->base + n, left * sizeof bin->base[0]);
   bin->top = bin->base + left;
