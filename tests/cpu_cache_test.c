@@ -436,13 +436,15 @@ static void share(void) {
 /* --- local -----------------------------------------------------------------
  */
 /* One round of the rules with `frees` frees of the class of `size`, of
- * which `remote` went to other heaps through stashes; true when a class
- * went off. */
+ * which `remote` went to other heaps through stashes, made by heaps that
+ * allocate the class too (threads that trade blocks both ways); true when
+ * a class went off. */
 static bool local_round(size_t size, uint64_t frees, uint64_t remote) {
   static hz_cpu_frees_t seen;
   memset(&seen, 0, sizeof seen);
   seen.frees[hz_sizeclass_of(size)] = frees;
   seen.remote[hz_sizeclass_of(size)] = remote;
+  seen.crossed[hz_sizeclass_of(size)] = remote;
   return hz_cpu_cache_rejudge(1, 0, NULL, 0, &seen);
 }
 
@@ -488,6 +490,45 @@ static void local(void) {
             rounds);
   CHECK(!local_round(100, 5000, 4000)); /* remote: on for the next steps */
   CHECK(mode_of(100) == HZ_CPU_CLASS_CACHED);
+}
+
+/* --- one-way rounds ---------------------------------------------------------
+ * A class seen off the caches whose frees of other heaps' blocks come from
+ * heaps that do not allocate it, mostly in runs, is one-way (take only)
+ * until a probe puts it back to look again; where those heaps allocate as
+ * much, or few of its frees make runs, it goes back on the caches. */
+static void one_way_round(size_t size, uint64_t remote, uint64_t crossed,
+                          uint64_t runs) {
+  static hz_cpu_frees_t seen;
+  memset(&seen, 0, sizeof seen);
+  size_t c = hz_sizeclass_of(size);
+  seen.frees[c] = remote, seen.remote[c] = remote, seen.crossed[c] = crossed;
+  seen.runs[c] = runs;
+  hz_cpu_cache_rejudge(1, 0, NULL, 0, &seen);
+}
+
+static void one_way_rounds(void) {
+  if (!per_cpu) return;
+  size_t size = 300; /* a class no other step uses */
+  static const struct {
+    uint64_t crossed, runs;
+    uint8_t mode;
+  } steps[] = {{5000, 5000, HZ_CPU_CLASS_CACHED}, /* both ways */
+               {100, 500, HZ_CPU_CLASS_CACHED},   /* one way, no runs */
+               {100, 4000, HZ_CPU_CLASS_TAKE_ONLY}};
+  for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++) {
+    int rounds = rounds_to_probe(size, 5000);
+    CHECK(mode_of(size) == HZ_CPU_CLASS_OFF && rounds <= 32);
+    one_way_round(size, 5000, steps[k].crossed, steps[k].runs);
+    CHECK_MSG(mode_of(size) == steps[k].mode, "step %zu: mode %u", k,
+              mode_of(size));
+  }
+  int rounds = 0; /* until a probe, then it is looked at again */
+  while (rounds < 64 && mode_of(size) == HZ_CPU_CLASS_TAKE_ONLY) {
+    one_way_round(size, 0, 0, 0);
+    rounds++;
+  }
+  CHECK_MSG(rounds > 8 && rounds <= 32, "one-way for %d rounds", rounds);
 }
 
 /* --- one_way ---------------------------------------------------------------
@@ -791,6 +832,7 @@ int main(int argc, char **argv) {
   churn();
   shared();
   local();
+  one_way_rounds();
   one_way();
   unregistered();
   return check_report("cpu_cache");

@@ -115,6 +115,13 @@ bool hz_cpu_sharing(size_t threads);
 typedef struct {
   uint64_t remote[HZ_CLASS_COUNT];
   uint64_t frees[HZ_CLASS_COUNT];
+  /* Of `remote`, those a heap made that also allocated the class since
+   * (the smaller of the two, summed over heaps): near 0 where the threads
+   * that free other heaps' blocks of the class never allocate it (a
+   * producer and its consumers). */
+  uint64_t crossed[HZ_CLASS_COUNT];
+  /* Of `remote`, those that extended a run (remote.h). */
+  uint64_t runs[HZ_CLASS_COUNT];
 } hz_cpu_frees_t;
 
 /* Look at every class afresh, `threads` threads holding a heap now and

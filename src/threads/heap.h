@@ -130,6 +130,7 @@ typedef struct {
   uint64_t allocs, frees;
   uint64_t remote_frees; /* blocks of other heaps' pages */
   uint64_t shared_frees; /* of those, the shared pages' (central box) */
+  uint64_t run_frees;    /* of those, frees that extended a run (remote.h) */
   int64_t published;
 } hz_class_counts_t;
 
@@ -173,6 +174,10 @@ typedef struct hz_heap_s {
   uint32_t collect_seen;  /* collector's: activity when it last looked */
   uint64_t idle_since_ms; /* collector's: when it saw that activity first */
   bool collect_clean;     /* collector's: nothing left after a full one */
+  /* The purge thread's: its counts of the heap's allocations and remote
+   * frees per class as of its last round (the thread box's rules). */
+  uint64_t judged_allocs[HZ_CLASS_COUNT];
+  uint64_t judged_remote[HZ_CLASS_COUNT];
   /* Links of the thread box's lists, under its pool lock. */
   struct hz_heap_s *next_all, *prev_all;       /* every heap not retired */
   struct hz_heap_s *next_pooled, *prev_pooled; /* heaps waiting for a thread */

@@ -415,21 +415,39 @@ static void purge_drain_idle_caches(void) {
  * heap and free with one, are no other thread's).
  * The sums may go back (a heap retired, a count published while a
  * collector held its bins): what went back counts as nothing new. */
+/* What one heap allocated and freed of other heaps' blocks of class `c`
+ * since the last round: the smaller of the two. */
+static uint64_t purge_heap_crossed(hz_heap_t *h, int c) {
+  uint64_t allocs = HZ_SHARED_GET(h->counts[c].allocs);
+  uint64_t remote = HZ_SHARED_GET(h->counts[c].remote_frees);
+  uint64_t a = allocs - h->judged_allocs[c], r = remote - h->judged_remote[c];
+  h->judged_allocs[c] = allocs, h->judged_remote[c] = remote;
+  if ((int64_t)a < 0 || (int64_t)r < 0) return 0; /* counts went back */
+  return a < r ? a : r;
+}
+
 static void purge_class_frees(hz_cpu_frees_t *out) {
   static uint64_t remote_seen[HZ_CLASS_COUNT], frees_seen[HZ_CLASS_COUNT];
   uint64_t remote[HZ_CLASS_COUNT] = {0}, frees[HZ_CLASS_COUNT] = {0};
+  memset(out->crossed, 0, sizeof out->crossed);
+  static uint64_t runs_seen[HZ_CLASS_COUNT];
+  uint64_t runs[HZ_CLASS_COUNT] = {0};
   pool_take();
   for (hz_heap_t *h = heaps_all.first; h != NULL; h = h->next_all)
     for (int c = 1; c < HZ_CLASS_COUNT; c++) {
       remote[c] += HZ_SHARED_GET(h->counts[c].remote_frees) -
                    HZ_SHARED_GET(h->counts[c].shared_frees);
       frees[c] += HZ_SHARED_GET(h->counts[c].frees);
+      out->crossed[c] += purge_heap_crossed(h, c);
+      runs[c] += HZ_SHARED_GET(h->counts[c].run_frees);
     }
   pool_give();
   for (int c = 1; c < HZ_CLASS_COUNT; c++) {
     out->remote[c] =
         remote[c] > remote_seen[c] ? remote[c] - remote_seen[c] : 0;
     out->frees[c] = frees[c] > frees_seen[c] ? frees[c] - frees_seen[c] : 0;
+    out->runs[c] = runs[c] > runs_seen[c] ? runs[c] - runs_seen[c] : 0;
+    runs_seen[c] = runs[c];
     remote_seen[c] = remote[c], frees_seen[c] = frees[c];
   }
 }
