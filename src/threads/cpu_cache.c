@@ -181,8 +181,10 @@ static void judge_local(const hz_cpu_frees_t *seen, bool probe) {
     if (seen->frees[c] < LOCAL_MIN_FREES) continue;
     if (hz_cpu_mode[c] == HZ_CPU_CLASS_OFF) {
       class_local[c] = seen->remote[c] * HZ_CPU_LOCAL_SHARE < seen->frees[c];
-      if (!shared_pages && seen_one_way(seen, c))
+      if (!shared_pages && seen_one_way(seen, c)) {
         __atomic_store_n(&class_one_way[c], true, __ATOMIC_RELAXED);
+        COUNT(bypassed);
+      }
     } else if (probe) {
       class_local[c] = true;
     }
