@@ -29,25 +29,58 @@ HZ_INLINE void heap_published(hz_heap_t *heap, uint8_t cls, unsigned lists) {
   hz_heap_publish_counts(heap, cls, false);
 }
 
-/* A block of another heap's page, counted, into our stash, between
- * hz_heap_enter and leave: a collector may flush the stash. The stash may
- * publish the block at once, and its owner may then retire the page: read what
- * the page says first, and never touch it after. The thread's counts go out
- * when a list does, not on every free. */
-HZ_INLINE void heap_free_remote(hz_heap_t *heap, hz_page_t *page,
-                                hz_block_t *block) {
-  hz_heap_enter(heap);
+/* heap_stash_entered where the block's slot holds no list for its
+ * destination: one opens with it. */
+static HZ_NOINLINE void heap_stash_open(hz_heap_t *heap, hz_page_t *page,
+                                        hz_block_t *block, unsigned index) {
+  uint8_t cls = page->class_id;
+  heap_published(heap, cls,
+                 hz_remote_stash_open(&heap->stash, index,
+                                      &hz_page_heap(page)->inbox, block, page));
+  hz_heap_leave(heap);
+}
+
+/* heap_stash_entered where the slot's list is full. */
+static HZ_NOINLINE void heap_stash_full(hz_heap_t *heap, uint8_t cls,
+                                        unsigned index) {
+  heap_published(heap, cls, hz_remote_publish(&heap->stash, index));
+  hz_heap_leave(heap);
+}
+
+/* A block of another heap's page, counted, into our stash, the heap entered
+ * (a collector may flush the stash); leaves it. The stash may publish the
+ * block at once, and its owner may then retire the page: read what the
+ * page says first, and never touch it after. The thread's counts go out
+ * when a list does, not on every free. The common case (the slot's list
+ * open for the destination and not full) calls nothing: opening a list and
+ * publishing one are tail calls. */
+HZ_INLINE void heap_stash_entered(hz_heap_t *heap, hz_page_t *page,
+                                  hz_block_t *block) {
   uint8_t cls = page->class_id;
   hz_heap_t *owner = hz_page_heap(page);
-  bool shared = hz_heap_is_shared(owner);
-  hz_heap_count_remote(heap, cls, shared, 1);
-  const hz_page_t *run_page = heap->stash.run_page;
-  unsigned published =
-      hz_remote_stash(&heap->stash, &owner->inbox, block, page);
-  if (HZ_UNLIKELY(heap->stash.run_page != run_page))
-    hz_heap_note_run(heap, cls, shared); /* a run of this page opened */
-  heap_published(heap, cls, published);
+  hz_heap_count_remote(heap, cls, hz_heap_is_shared(owner), 1);
+  hz_stash_t *stash = &heap->stash;
+  unsigned index = hz_remote_slot_index(&owner->inbox);
+  if (HZ_UNLIKELY(stash->slots[index].dest != &owner->inbox)) {
+    heap_stash_open(heap, page, block, index);
+    return;
+  }
+  unsigned done = hz_remote_stash_into(stash, index, block, page);
+  if (HZ_UNLIKELY(done & HZ_REMOTE_RUN_GREW)) /* its frees count per run */
+    hz_heap_note_run(heap, cls, hz_heap_is_shared(owner));
+  if (HZ_UNLIKELY(done & HZ_REMOTE_FULL)) {
+    heap_stash_full(heap, cls, index);
+    return;
+  }
   hz_heap_leave(heap);
+}
+
+/* A block of another heap's page into our stash, the whole way: entering
+ * the heap waits where it must (a collector, bins taken). */
+static HZ_NOINLINE void heap_free_remote(hz_heap_t *heap, hz_page_t *page,
+                                         hz_block_t *block) {
+  hz_heap_enter(heap);
+  heap_stash_entered(heap, page, block);
 }
 
 static void heap_free_large(hz_segment_t *seg, void *p) {
@@ -121,34 +154,7 @@ void hz_heap_free_block(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
   hz_heap_free_full_bin(block, heap, page);
 }
 
-/* hz_heap_free_remote_plain where the heap could not be entered at once
- * (a collector, bins taken): the whole way, waiting where it must. */
-static HZ_NOINLINE void
-heap_free_remote_entering(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
-  heap_free_remote(heap, page, block);
-}
-
-/* The rest of hz_heap_free_remote_plain, entered and counted, where the
- * block's slot holds no list for its destination: one opens with it. */
-static HZ_NOINLINE void heap_stash_open(hz_heap_t *heap, hz_page_t *page,
-                                        hz_block_t *block, unsigned index) {
-  uint8_t cls = page->class_id;
-  heap_published(heap, cls,
-                 hz_remote_stash_open(&heap->stash, index,
-                                      &hz_page_heap(page)->inbox, block, page));
-  hz_heap_leave(heap);
-}
-
-/* The rest of hz_heap_free_remote_plain where the slot's list is full. */
-static HZ_NOINLINE void heap_stash_full(hz_heap_t *heap, uint8_t cls,
-                                        unsigned index) {
-  heap_published(heap, cls, hz_remote_publish(&heap->stash, index));
-  hz_heap_leave(heap);
-}
-
-/* Another heap's plain block into the stash. Its common case (the heap
- * entered at once, the slot's list open and not full) calls nothing: the
- * rest are tail calls. */
+/* Another heap's plain block into the stash, checked first. */
 void hz_heap_free_remote_plain(hz_heap_t *heap, hz_page_t *page, void *p) {
   if (HZ_UNLIKELY(!hz_page_is_block(page, p, page->reserved))) {
     hz_heap_bad_free(page, p);
@@ -159,26 +165,10 @@ void hz_heap_free_remote_plain(hz_heap_t *heap, hz_page_t *page, void *p) {
     return;
   }
   if (HZ_UNLIKELY(!hz_heap_try_enter(heap))) {
-    heap_free_remote_entering(heap, page, p);
+    heap_free_remote(heap, page, p);
     return;
   }
-  uint8_t cls = page->class_id;
-  hz_heap_t *owner = hz_page_heap(page);
-  hz_heap_count_remote(heap, cls, hz_heap_is_shared(owner), 1);
-  hz_stash_t *stash = &heap->stash;
-  unsigned index = hz_remote_slot_index(&owner->inbox);
-  if (HZ_UNLIKELY(stash->slots[index].dest != &owner->inbox)) {
-    heap_stash_open(heap, page, p, index);
-    return;
-  }
-  unsigned done = hz_remote_stash_into(stash, index, p, page);
-  if (HZ_UNLIKELY(done & HZ_REMOTE_RUN_GREW)) /* its frees count per run */
-    hz_heap_note_run(heap, cls, hz_heap_is_shared(owner));
-  if (HZ_UNLIKELY(done & HZ_REMOTE_FULL)) {
-    heap_stash_full(heap, cls, index);
-    return;
-  }
-  hz_heap_leave(heap);
+  heap_stash_entered(heap, page, p);
 }
 
 /* The open run's list is full: it goes out, with the counts, and the heap
