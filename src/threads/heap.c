@@ -230,7 +230,7 @@ void hz_heap_retire_page(hz_heap_t *heap, hz_page_t *page) {
  * back, and one whose memory goes (a phase ends, a burst is freed) gives
  * it back as it goes. */
 static size_t heap_empty_budget(const hz_heap_t *heap) {
-  size_t share = heap->state == HZ_HEAP_SHARED
+  size_t share = HZ_SHARED_GET(heap->state) == HZ_HEAP_SHARED
                      ? heap->busy_bytes / HZ_HEAP_SHARED_EMPTY_DIVISOR
                      : heap->busy_bytes * HZ_HEAP_EMPTY_RATIO;
   return share > HZ_HEAP_EMPTY_BYTES ? share : HZ_HEAP_EMPTY_BYTES;

@@ -157,6 +157,9 @@ typedef struct hz_heap_s {
   size_t kept_bytes;  /* those and the spare pages: read by the stats */
   size_t busy_bytes;  /* of its pages with a block in use (or in a bin) */
   hz_heap_stats_t stats;
+  /* Written by its thread or under the pool lock; a collector holding the
+   * heap may read it meanwhile (HZ_SHARED_GET), a new thread adopting a
+   * pooled heap sets it before it waits for the collector to let go. */
   hz_heap_state_t state;
   /* Collection handshake (see the top of this file). */
   _Alignas(64) _Atomic uint8_t busy; /* owner inside a slow path */

@@ -31,8 +31,8 @@ static hz_collect_depth_t idle_depth(hz_heap_t *heap, uint64_t now_ms) {
 
 hz_collect_depth_t hz_heap_claim(hz_heap_t *heap, uintptr_t token,
                                  hz_claim_t how, uint64_t now_ms) {
-  if (heap->state != HZ_HEAP_LIVE && heap->state != HZ_HEAP_POOLED)
-    return HZ_COLLECT_NONE;
+  hz_heap_state_t state = HZ_SHARED_GET(heap->state);
+  if (state != HZ_HEAP_LIVE && state != HZ_HEAP_POOLED) return HZ_COLLECT_NONE;
   hz_collect_depth_t depth = HZ_COLLECT_FULL;
   if (how == HZ_CLAIM_IDLE)
     depth = idle_depth(heap, now_ms);

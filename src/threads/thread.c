@@ -199,7 +199,7 @@ static hz_heap_t *heap_take(void) {
   pool_take();
   hz_heap_t *heap = pool_pop_locked();
   if (heap != NULL) {
-    heap->state = HZ_HEAP_LIVE;
+    HZ_SHARED_SET(heap->state, HZ_HEAP_LIVE); /* a collector may read it */
   } else {
     heap = heap_new_locked();
   }
@@ -210,7 +210,7 @@ static hz_heap_t *heap_take(void) {
 }
 
 static void heap_pool_locked(hz_heap_t *heap) {
-  heap->state = HZ_HEAP_POOLED;
+  HZ_SHARED_SET(heap->state, HZ_HEAP_POOLED);
   heap->collect_clean = false; /* what its thread left is to collect */
   pool_push_locked(heap);
 }
