@@ -3,7 +3,10 @@
  *   - remote: a batch of blocks freed by another heap in address order
  *     goes home as one header and one run: the owner reads two lines (the
  *     header, the run's first block) for 16 blocks and never touches the
- *     other 14 (they are made inaccessible while it does);
+ *     other 14 (they are made inaccessible while it does); the freeing
+ *     heap writes the second word (zero in this variant) of each block
+ *     that extends the open run, so its line leaves that thread's cache
+ *     written;
  *   - fullest first: when the page refills take from runs out, the next
  *     one is the page with the fewest blocks left to hand out, then the
  *     next fullest;
@@ -48,8 +51,20 @@ static void remote_batch(void) {
     blocks[i] = hz_heap_malloc_small(&owner, BATCH_SIZE);
     CHECK(page_of(blocks[i]) == page);
   }
-  for (int i = 0; i < BATCH; i++)
-    hz_heap_free_block(&other, page, blocks[i]);
+  /* The frees the inline free makes: the block after the third extends
+   * the run the third opened. */
+  for (int i = 0; i < BATCH; i++) {
+    memset(blocks[i], 0xA5, BATCH_SIZE);
+    bool extends = hz_heap_extends_run(&other, blocks[i]);
+    CHECK_MSG(extends == (i >= 3), "block %d: extends the run %d", i, extends);
+    if (extends)
+      hz_heap_free_next(&other, page, blocks[i]);
+    else
+      hz_heap_free_remote_plain(&other, page, blocks[i]);
+    if (extends)
+      CHECK_MSG(((uintptr_t *)blocks[i])[1] == 0,
+                "block %d extended the run: its second word unwritten", i);
+  }
   hz_heap_park(&other); /* publishes the stash: one list, one header */
   /* The first block freed heads the list and names the other 15 as one
    * run: the second block, whose first word holds the last. The drain

@@ -191,7 +191,16 @@ void hz_heap_free_next(hz_heap_t *heap, hz_page_t *page, void *p) {
     return;
   }
   /* p is the block after the run's last on the run's page: a block start,
-   * bound where the run's blocks go, of the run's class. */
+   * bound where the run's blocks go, of the run's class. It gets a store
+   * from this thread (its second word, where the secure variants' free
+   * mark goes: hz_check_freeing_fast wrote that one): its line leaves
+   * this thread's cache written, and the owner's thread, which hands the
+   * run out again in address order and whose program writes each block,
+   * takes the lines at plain misses instead of first having this copy
+   * dropped, line by line (docs/benchmarks.md, "Written where freed").
+   * The other remote frees write nothing: there it cost the mixed-size
+   * batch_queue a fifth. */
+  if (!HZ_SECURE) ((uintptr_t *)p)[1] = 0;
   heap->run_frees++;
   if (HZ_UNLIKELY(hz_remote_next_fills(&heap->stash, p, page->block_size))) {
     heap_publish_run(heap);
