@@ -55,7 +55,8 @@ static void remote_batch(void) {
    * the run the third opened. */
   for (int i = 0; i < BATCH; i++) {
     memset(blocks[i], 0xA5, BATCH_SIZE);
-    bool extends = hz_heap_extends_run(&other, blocks[i]);
+    bool extends =
+        hz_heap_extends_run(&other, blocks[i], hz_page_owner_word(page));
     CHECK_MSG(extends == (i >= 3), "block %d: extends the run %d", i, extends);
     if (extends)
       hz_heap_free_next(&other, page, blocks[i]);

@@ -124,14 +124,14 @@ HZ_INLINE void hz_fast_free(void *p) {
       word = hz_page_owner_word(page);
     }
     if (word != (uintptr_t)heap) {
-      /* Another heap's plain page: the block after the stash's open run
-       * extends it (a compare and a few stores), others go to the CPU's
-       * cache or the stash. */
-      if ((word & HZ_PAGE_FLAG_MASK) != 0 || word == 0 ||
-          heap == &hz_heap_empty)
-        hz_thread_free_slow(p, heap, seg, page);
-      else if (hz_heap_extends_run(heap, p))
+      /* The block after the stash's open run, on its page (two compares)
+       * extends the run: a leaf of a few stores. Other blocks of another
+       * heap's plain page go to the CPU's cache or the stash. */
+      if (hz_heap_extends_run(heap, p, word))
         hz_heap_free_next(heap, page, p);
+      else if ((word & HZ_PAGE_FLAG_MASK) != 0 || word == 0 ||
+               heap == &hz_heap_empty)
+        hz_thread_free_slow(p, heap, seg, page);
       else
         hz_fast_free_other(heap, page, p);
       return;

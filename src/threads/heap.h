@@ -228,9 +228,13 @@ void hz_heap_free_remote_plain(hz_heap_t *heap, hz_page_t *page, void *p);
  * inside it): a compare and a few stores. */
 void hz_heap_free_next(hz_heap_t *heap, hz_page_t *page, void *p);
 
-/* Does p look like the block extending the stash's open run? */
-HZ_INLINE bool hz_heap_extends_run(const hz_heap_t *heap, const void *p) {
-  return hz_remote_extends(&heap->stash, p);
+/* Does p, whose page's owner word is `word`, look like the block extending
+ * the stash's open run? Its page then has the run's owner and no flag: a
+ * plain page of another heap, and the run's page (a page with blocks in a
+ * stash stays with its owner and its class). */
+HZ_INLINE bool hz_heap_extends_run(const hz_heap_t *heap, const void *p,
+                                   uintptr_t word) {
+  return hz_remote_extends(&heap->stash, p) && word == heap->stash.run_owner;
 }
 /* A thread with no heap and none to get: the block goes straight to its
  * owner's inbox. */

@@ -77,6 +77,7 @@ typedef struct {
    * read by its thread's free before it enters (hz_heap_extends_run). */
   uintptr_t run_next;
   uintptr_t run_limit;       /* the last block of that run's page */
+  uintptr_t run_owner;       /* that page's owner word, no flag set */
   const hz_page_t *run_page; /* that page: its frees are counted per run */
   uint32_t run_slot;
   int32_t run_weight; /* what each of its blocks takes of the list's room */
@@ -268,6 +269,7 @@ HZ_INLINE bool hz_remote_stash_follows(hz_stash_t *stash, unsigned index,
   slot->run_last = block;
   stash->run_slot = index;
   stash->run_page = page;
+  stash->run_owner = (uintptr_t)hz_page_heap(page);
   stash->run_weight = hz_remote_weight(size);
   stash->run_limit =
       (uintptr_t)hz_page_start(page) + (uintptr_t)(page->reserved - 1u) * size;
