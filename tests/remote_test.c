@@ -21,6 +21,8 @@
  *     of the named blocks is not written at all, a list reads in exactly
  *     the reverse of the stash order, and a header names no more than its
  *     size allows (1 for 16 bytes, 7 for 64, 15 from 128 on);
+ *   - a run longer than a list goes out a list at a time, each list
+ *     published by the block that fills it and holding exactly its blocks;
  *   - four threads stash blocks for three inboxes (two of them sharing a
  *     slot) and flush at the end while a consumer drains with take_all:
  *     every block arrives exactly once, at the inbox it was stashed for. */
@@ -580,6 +582,57 @@ static void test_runs(void) {
   }
 }
 
+/* The blocks a list holds: its headers, and what each name stands for (a
+ * block, or every block of a run of `size`-byte blocks). */
+static size_t list_count(hz_block_t *head, size_t size) {
+  size_t n = 0;
+  for (hz_block_t *h = head; h != NULL && n <= POOL;) {
+    uint32_t named;
+    hz_block_t *next = hz_remote_link(h, &named);
+    for (uint32_t i = 0; i < named; i++) {
+      hz_block_t *name = hz_remote_name(h, i);
+      hz_block_t *first = hz_remote_run_first(name);
+      n += hz_remote_is_run(name)
+               ? ((uintptr_t)hz_block_next(first) - (uintptr_t)first) / size + 1
+               : 1;
+    }
+    n++;
+    h = next;
+  }
+  return n;
+}
+
+/* (g) A run longer than a list: the blocks that extend it only move
+ * run_next on and are counted into their slot later, yet each list still
+ * goes out at the block that fills it (every HZ_STASH_MAX_BLOCKS blocks of
+ * this size) and holds exactly its blocks. */
+static void test_long_run(void) {
+  enum { N = 200 };
+  _Static_assert(N + 100 <= POOL, "the page fits in the pool");
+  hz_page_t page = {.block_size = sizeof(block_t), .reserved = N + 100};
+  hz_page_set_start(&page, (uint8_t *)&pool[0]);
+  hz_inbox_t *in = &lines[6].inbox;
+  hz_stash_t stash = {0};
+  unsigned wrong_calls = 0, wrong_lists = 0;
+  for (size_t i = 0; i < N; i++) {
+    unsigned r = hz_remote_stash(&stash, in, &pool[i].link, &page);
+    bool fills = (i + 1) % HZ_STASH_MAX_BLOCKS == 0;
+    wrong_calls += r != (fills ? 1u : 0u);
+    if (r != 0 && list_count(hz_remote_take_all(in), sizeof(block_t)) !=
+                      HZ_STASH_MAX_BLOCKS)
+      wrong_lists++;
+  }
+  CHECK_MSG(wrong_calls == 0, "%u stash calls published wrongly", wrong_calls);
+  CHECK_MSG(wrong_lists == 0, "%u lists not of %d blocks", wrong_lists,
+            HZ_STASH_MAX_BLOCKS);
+  CHECK(hz_remote_flush(&stash) == 1);
+  size_t rest = list_count(hz_remote_take_all(in), sizeof(block_t));
+  CHECK_MSG(rest == N % HZ_STASH_MAX_BLOCKS, "the flush published %zu blocks",
+            rest);
+  CHECK_MSG(stash.published == N, "%llu blocks published, not %d",
+            (unsigned long long)stash.published, N);
+}
+
 /* ---------------------------------------------------------------------------
  * Stash: many producers, one consumer
  * ------------------------------------------------------------------------- */
@@ -707,6 +760,7 @@ int main(void) {
   test_stash_flush();
   test_list_format();
   test_runs();
+  test_long_run();
   test_stash_threads();
   return check_report("remote");
 }

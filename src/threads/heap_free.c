@@ -171,11 +171,13 @@ void hz_heap_free_remote_plain(hz_heap_t *heap, hz_page_t *page, void *p) {
   heap_stash_entered(heap, page, p);
 }
 
-/* The open run's list is full: it goes out, with the counts, and the heap
- * leaves the slow path hz_heap_free_next entered. */
-static HZ_NOINLINE void heap_publish_run(hz_heap_t *heap) {
-  heap_published(heap, heap->run_class,
-                 hz_remote_publish(&heap->stash, heap->stash.run_slot));
+/* The open run stops at p, which extends it: counted in, and a full list
+ * goes out with the counts; the heap leaves the slow path
+ * hz_heap_free_next entered. */
+static HZ_NOINLINE void heap_run_stops(hz_heap_t *heap, void *p) {
+  if (hz_remote_run_stop(&heap->stash, p))
+    heap_published(heap, heap->run_class,
+                   hz_remote_publish(&heap->stash, heap->stash.run_slot));
   hz_heap_leave(heap);
 }
 
@@ -202,8 +204,8 @@ void hz_heap_free_next(hz_heap_t *heap, hz_page_t *page, void *p) {
    * batch_queue a fifth. */
   if (!HZ_SECURE) ((uintptr_t *)p)[1] = 0;
   heap->run_frees++;
-  if (HZ_UNLIKELY(hz_remote_next_fills(&heap->stash, p, page->block_size))) {
-    heap_publish_run(heap);
+  if (HZ_UNLIKELY(!hz_remote_run_goes_on(&heap->stash, p))) {
+    heap_run_stops(heap, p);
     return;
   }
   hz_heap_leave(heap);

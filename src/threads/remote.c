@@ -26,9 +26,22 @@ hz_block_t *hz_remote_take_all(hz_inbox_t *inbox) {
   return atomic_exchange_explicit(&inbox->head, NULL, memory_order_acquire);
 }
 
+bool hz_remote_run_stop(hz_stash_t *stash, hz_block_t *block) {
+  HZ_SHARED_SET(stash->run_next, (uintptr_t)block + stash->run_size);
+  hz_remote_settle(stash);
+  hz_stash_slot_t *slot = &stash->slots[stash->run_slot];
+  if (slot->room <= 0) return true;
+  if ((uintptr_t)block >= stash->run_limit)
+    HZ_SHARED_SET(stash->run_next, 0); /* its page's last block */
+  else
+    hz_remote_plan_stop(stash, slot);
+  return false;
+}
+
 unsigned hz_remote_publish(hz_stash_t *stash, unsigned index) {
   hz_stash_slot_t *slot = &stash->slots[index];
   if (slot->dest == NULL) return 0;
+  if (stash->run_slot == index) hz_remote_settle(stash);
   hz_remote_close_header(slot);
   HZ_SHARED_ADD(
       stash->cas_retries,
@@ -49,6 +62,7 @@ unsigned hz_remote_stash_open(hz_stash_t *stash, unsigned index,
                               hz_inbox_t *dest, hz_block_t *block,
                               const hz_page_t *page) {
   size_t size = page->block_size;
+  hz_remote_settle(stash);
   unsigned published = hz_remote_publish(stash, index);
   hz_stash_slot_t *slot = &stash->slots[index];
   slot->dest = dest;

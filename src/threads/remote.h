@@ -74,12 +74,20 @@ typedef struct {
   hz_stash_slot_t slots[HZ_STASH_SLOTS];
   /* The block that extends slot run_slot's run; 0: none. Written by
    * whoever holds the heap (its thread, a collector flushing the stash),
-   * read by its thread's free before it enters (hz_heap_extends_run). */
+   * read by its thread's free before it enters (hz_heap_extends_run).
+   * While it is not 0, the slot's run ends at the block before it: the
+   * blocks that extended the run since the slot last counted
+   * (hz_remote_settle) are in its run_last, blocks and room only once
+   * counted. */
   uintptr_t run_next;
+  /* The first block at which the open run stops extending on the fast
+   * path: its page's last block, or the one that fills its list. */
+  uintptr_t run_stop;
   uintptr_t run_limit;       /* the last block of that run's page */
   uintptr_t run_owner;       /* that page's owner word, no flag set */
   const hz_page_t *run_page; /* that page: its frees are counted per run */
   uint32_t run_slot;
+  uint32_t run_size;  /* its blocks' size */
   int32_t run_weight; /* what each of its blocks takes of the list's room */
   uint64_t opened_ns[HZ_STASH_SLOTS]; /* a list's first block; 0: untimed */
   uint32_t held;                      /* bit i set: slot i holds blocks */
@@ -233,25 +241,55 @@ HZ_INLINE bool hz_remote_extends(const hz_stash_t *stash,
   return (uintptr_t)block == HZ_SHARED_GET(stash->run_next);
 }
 
-/* Add `block`, which extends the open run (hz_remote_extends), to it.
- * True when the run's list is full: the caller publishes slot run_slot. */
-HZ_INLINE bool hz_remote_next_fills(hz_stash_t *stash, hz_block_t *block,
-                                    size_t size) {
+/* Count into the run's slot the blocks that extended the open run since
+ * it last counted: the slot's run_last, blocks and room are exact again.
+ * Every stash operation but hz_remote_run_goes_on starts with it. */
+HZ_INLINE void hz_remote_settle(hz_stash_t *stash) {
+  uintptr_t next = stash->run_next;
+  if (next == 0) return;
   hz_stash_slot_t *slot = &stash->slots[stash->run_slot];
-  slot->run_last = block;
-  hz_remote_expect(stash, block, size);
-  slot->blocks++;
-  slot->room -= stash->run_weight;
-  return slot->room <= 0;
+  uintptr_t last = next - stash->run_size;
+  uint32_t n = (uint32_t)((last - (uintptr_t)slot->run_last) / stash->run_size);
+  slot->run_last = (hz_block_t *)last;
+  slot->blocks += n;
+  slot->room -= (int32_t)n * stash->run_weight;
 }
+
+/* Where the run that now ends at `block` (the slot's run_last, its room
+ * counted) stops extending on the fast path: its page's last block, or
+ * the block that uses up its list's room. */
+HZ_INLINE void hz_remote_plan_stop(hz_stash_t *stash,
+                                   const hz_stash_slot_t *slot) {
+  uint32_t more = (uint32_t)((slot->room + stash->run_weight - 1) /
+                             stash->run_weight); /* room > 0: at least 1 */
+  uintptr_t stop =
+      (uintptr_t)slot->run_last + (uintptr_t)more * stash->run_size;
+  stash->run_stop = stop < stash->run_limit ? stop : stash->run_limit;
+}
+
+/* `block` extends the open run (hz_remote_extends): the fast path only
+ * moves run_next on, the slot counts later (hz_remote_settle). False,
+ * nothing done, when the run stops at `block`: the caller takes
+ * hz_remote_run_stop. */
+HZ_INLINE bool hz_remote_run_goes_on(hz_stash_t *stash,
+                                     const hz_block_t *block) {
+  if (HZ_UNLIKELY((uintptr_t)block >= stash->run_stop)) return false;
+  HZ_SHARED_SET(stash->run_next, (uintptr_t)block + stash->run_size);
+  return true;
+}
+
+/* `block` extends the open run where it stops (hz_remote_run_goes_on was
+ * false): counted in. True when the run's list is full: the caller
+ * publishes slot run_slot. */
+bool hz_remote_run_stop(hz_stash_t *stash, hz_block_t *block);
 
 /* Stash `block`, which extends the open run. Returns the lists this
  * published (0 or 1). */
-HZ_INLINE unsigned hz_remote_stash_next(hz_stash_t *stash, hz_block_t *block,
-                                        size_t size) {
-  if (HZ_UNLIKELY(hz_remote_next_fills(stash, block, size)))
-    return hz_remote_publish(stash, stash->run_slot);
-  return 0;
+HZ_INLINE unsigned hz_remote_stash_next(hz_stash_t *stash, hz_block_t *block) {
+  if (HZ_LIKELY(hz_remote_run_goes_on(stash, block)) ||
+      !hz_remote_run_stop(stash, block))
+    return 0;
+  return hz_remote_publish(stash, stash->run_slot);
 }
 
 /* `block` of `page` follows the slot's last name on its page: that name
@@ -271,6 +309,7 @@ HZ_INLINE bool hz_remote_stash_follows(hz_stash_t *stash, unsigned index,
   stash->run_page = page;
   stash->run_owner = (uintptr_t)hz_page_heap(page);
   stash->run_weight = hz_remote_weight(size);
+  stash->run_size = (uint32_t)size;
   stash->run_limit =
       (uintptr_t)hz_page_start(page) + (uintptr_t)(page->reserved - 1u) * size;
   hz_remote_expect(stash, block, size);
@@ -307,6 +346,7 @@ HZ_INLINE unsigned hz_remote_stash_into(hz_stash_t *stash, unsigned index,
                                         const hz_page_t *page) {
   size_t size = page->block_size;
   unsigned done = 0;
+  hz_remote_settle(stash);
   if (hz_remote_stash_follows(stash, index, block, page))
     done = HZ_REMOTE_RUN_GREW;
   else
@@ -314,7 +354,9 @@ HZ_INLINE unsigned hz_remote_stash_into(hz_stash_t *stash, unsigned index,
   hz_stash_slot_t *slot = &stash->slots[index];
   slot->blocks++;
   slot->room -= hz_remote_weight(size);
-  return done | (slot->room <= 0 ? HZ_REMOTE_FULL : 0u);
+  if (slot->room <= 0) return done | HZ_REMOTE_FULL;
+  if (done != 0) hz_remote_plan_stop(stash, slot);
+  return done;
 }
 
 /* Stash a block of `page` for `dest`. Returns the number of lists this
@@ -324,7 +366,7 @@ HZ_INLINE unsigned hz_remote_stash_into(hz_stash_t *stash, unsigned index,
 HZ_INLINE unsigned hz_remote_stash(hz_stash_t *stash, hz_inbox_t *dest,
                                    hz_block_t *block, const hz_page_t *page) {
   if (hz_remote_extends(stash, block))
-    return hz_remote_stash_next(stash, block, page->block_size);
+    return hz_remote_stash_next(stash, block);
   unsigned index = hz_remote_slot_index(dest);
   if (HZ_UNLIKELY(stash->slots[index].dest != dest))
     return hz_remote_stash_open(stash, index, dest, block, page);
