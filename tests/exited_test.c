@@ -13,7 +13,9 @@
  *                malloc/free pairs, in the thread's body or in a pthread key
  *                destructor that runs after the allocator's own. In the
  *                destructor they may take at most DTOR_SLOWDOWN times as
- *                long (best of DTOR_ROUNDS, interleaved), and each pair gets
+ *                long (each thread's CPU time in its pairs, which a loaded
+ *                machine's preemptions do not move, summed; best of
+ *                DTOR_ROUNDS, interleaved), and each pair gets
  *                the block just freed back: the exiting thread holds one
  *                heap to its end, it does not borrow one per call.
  *   large_freer  the main thread mallocs LARGE_COUNT blocks of LARGE_SIZE
@@ -189,7 +191,19 @@ static pthread_key_t late_key;
 static _Atomic int dtor_moved; /* pairs that got another block back */
 static _Atomic int dtor_ran;
 
-static void malloc_pairs(void) {
+/* Thread CPU time of the pairs, in ns: [0] in threads' bodies, [1] in
+ * destructors. A thread's own clock: a loaded machine's preemptions (and
+ * the thread starts and exits around the pairs) do not move it. */
+static _Atomic long pairs_ns[2];
+
+static long thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (long)ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+static void malloc_pairs(bool in_destructor) {
+  long start = thread_cpu_ns();
   void *first = malloc(100);
   CHECK(first != NULL);
   fill(first, 100, 3);
@@ -203,10 +217,11 @@ static void malloc_pairs(void) {
     free(p);
   }
   atomic_fetch_add(&dtor_moved, moved);
+  atomic_fetch_add(&pairs_ns[in_destructor], thread_cpu_ns() - start);
 }
 
 static void late_destructor(void *value) {
-  malloc_pairs();
+  malloc_pairs(true);
   free(value);
   atomic_fetch_add(&dtor_ran, 1);
 }
@@ -218,23 +233,24 @@ static void *late_main(void *arg) {
   if (in_destructor) {
     pthread_setspecific(late_key, value);
   } else {
-    malloc_pairs();
+    malloc_pairs(false);
     free(value);
   }
   return NULL;
 }
 
-/* Milliseconds for CHURN_THREADS threads, one after the other, each doing
- * its pairs in its body or in the destructor. */
+/* Milliseconds of CPU time the pairs of CHURN_THREADS threads took, the
+ * threads one after the other, each doing its pairs in its body or in the
+ * destructor. */
 static double churn_ms(bool in_destructor) {
-  double start = test_now_ms();
+  atomic_store(&pairs_ns[in_destructor], 0);
   for (int i = 0; i < CHURN_THREADS; i++) {
     pthread_t th;
     CHECK(pthread_create(&th, NULL, late_main, in_destructor ? &th : NULL) ==
           0);
     pthread_join(th, NULL);
   }
-  return test_now_ms() - start;
+  return (double)atomic_load(&pairs_ns[in_destructor]) / 1e6;
 }
 
 static int test_destructors(void) {
@@ -249,7 +265,7 @@ static int test_destructors(void) {
   }
   fprintf(stderr,
           "exited_test: destructors: %d threads x %d malloc/free pairs: "
-          "%.1f ms in the body, %.1f ms in a destructor; %d pairs got "
+          "%.2f ms of CPU in the bodies, %.2f in destructors; %d pairs got "
           "another block back\n",
           CHURN_THREADS, DTOR_PAIRS, body, dtor, atomic_load(&dtor_moved));
   CHECK(atomic_load(&dtor_ran) == CHURN_THREADS * DTOR_ROUNDS);
