@@ -268,13 +268,17 @@ HZ_INLINE void hz_remote_plan_stop(hz_stash_t *stash,
 }
 
 /* `block` extends the open run (hz_remote_extends): the fast path only
- * moves run_next on, the slot counts later (hz_remote_settle). False,
- * nothing done, when the run stops at `block`: the caller takes
- * hz_remote_run_stop. */
+ * moves run_next on, the slot counts later (hz_remote_settle), and the
+ * next block's line is asked for, ready for the store its free makes
+ * (hz_heap_free_next): that store then does not wait for the line while
+ * the stores after it queue up behind it. False, nothing done, when the
+ * run stops at `block`: the caller takes hz_remote_run_stop. */
 HZ_INLINE bool hz_remote_run_goes_on(hz_stash_t *stash,
                                      const hz_block_t *block) {
   if (HZ_UNLIKELY((uintptr_t)block >= stash->run_stop)) return false;
-  HZ_SHARED_SET(stash->run_next, (uintptr_t)block + stash->run_size);
+  uintptr_t next = (uintptr_t)block + stash->run_size;
+  HZ_SHARED_SET(stash->run_next, next);
+  HZ_PREFETCH_WRITE((const void *)next);
   return true;
 }
 
