@@ -15,6 +15,8 @@
  *     HZ_HEAP_EMPTY_AGE of the heap's slow paths; then it leaves the heap
  *     (beyond a few spare pages), its slices free in the segment; a trim
  *     returns them all;
+ *   - whole refills: a bin of small blocks that no free came into since
+ *     its last refill fills whole, half after a free;
  *   - kept pages follow pages in use: a heap with many pages in use keeps
  *     more emptied pages than HZ_HEAP_EMPTY_BYTES (up to twice those in
  *     use), and once its pages in use go, the kept ones go down to it. */
@@ -24,6 +26,7 @@
 
 #include "check.h"
 #include "heap.h"
+#include "heap_owner.h"
 #include "page.h"
 #include "segment.h"
 #include "sizeclass.h"
@@ -261,11 +264,33 @@ static void kept_follow_use(void) {
   CHECK(busy.empty_bytes == 0 && busy.kept_bytes == 0);
 }
 
+/* --- whole refills ------------------------------------------------------- */
+/* A bin of small blocks that no free came into since its last refill fills
+ * whole (the thread only allocates the class); after a free, half. */
+static void refill_whole(void) {
+  enum { SIZE_WHOLE = 96 };
+  hz_bin_t *bin = &owner.bins[hz_sizeclass_of(SIZE_WHOLE)];
+  CHECK(hz_bin_count(bin) == 0);
+  void *first = hz_heap_malloc_small(&owner, SIZE_WHOLE);
+  CHECK_MSG(hz_bin_count(bin) == HZ_BIN_SLOTS - 1,
+            "a first refill left %zu blocks", hz_bin_count(bin));
+  for (int i = 0; i < HZ_BIN_SLOTS; i++) /* empties it, then refills */
+    (void)hz_heap_malloc_small(&owner, SIZE_WHOLE);
+  CHECK_MSG(hz_bin_count(bin) == HZ_BIN_SLOTS - 1,
+            "a refill after mallocs only left %zu blocks", hz_bin_count(bin));
+  hz_heap_free_block(&owner, page_of(first), first); /* into the bin */
+  for (int i = 0; i <= HZ_BIN_SLOTS; i++) /* empties it, then refills */
+    (void)hz_heap_malloc_small(&owner, SIZE_WHOLE);
+  CHECK_MSG(hz_bin_count(bin) == HZ_BIN_SLOTS / 2 - 1,
+            "a refill after a free left %zu blocks", hz_bin_count(bin));
+}
+
 int main(void) {
   hz_heap_init(&owner);
   hz_heap_init(&other);
   remote_batch();
   fullest_first();
   kept_follow_use();
+  refill_whole();
   return check_report("heap_pages");
 }

@@ -814,8 +814,18 @@ HZ_INLINE bool heap_fill_bin(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
   if (shared == NULL) {
     heap->shared_refills = false; /* the shared pages are off */
     /* a shared heap's own bin serves threads without a heap one block at
-     * a time: it keeps none for them */
-    uint32_t want = heap->state == HZ_HEAP_SHARED ? 1 : room / 2;
+     * a time: it keeps none for them; a bin of small blocks that no free
+     * came into since its last refill (a class the thread only allocates)
+     * fills whole */
+    bool only_mallocs = false;
+    if (room == HZ_BIN_SLOTS) {
+      uint64_t frees = hz_bin_frees(bin);
+      only_mallocs = frees == heap->refill_frees[cls];
+      heap->refill_frees[cls] = frees;
+    }
+    uint32_t want = heap->state == HZ_HEAP_SHARED ? 1
+                    : only_mallocs                ? room
+                                                  : room / 2;
     return heap_refill(heap, bin, cls, want) != 0;
   }
   if (!heap->shared_refills) heap_turn_shared(heap);

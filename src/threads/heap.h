@@ -147,6 +147,9 @@ typedef struct hz_heap_s {
   /* Pages with no free block left (all classes). */
   hz_page_queue_t full;
   hz_class_counts_t counts[HZ_CLASS_COUNT];
+  /* A bin of small blocks' frees (hz_bin_frees) at its last refill: the
+   * next refill fills it whole when none came in since. */
+  uint64_t refill_frees[HZ_CLASS_COUNT];
   /* Blocks other threads freed to us (written by them) on its own line. */
   _Alignas(64) hz_inbox_t inbox;
   _Alignas(64) hz_stash_t stash;         /* our frees bound for other heaps */
