@@ -62,8 +62,7 @@ unsigned hz_remote_stash_open(hz_stash_t *stash, unsigned index,
                               hz_inbox_t *dest, hz_block_t *block,
                               const hz_page_t *page) {
   size_t size = page->block_size;
-  hz_remote_settle(stash);
-  unsigned published = hz_remote_publish(stash, index);
+  unsigned published = hz_remote_publish(stash, index); /* settles a run */
   hz_stash_slot_t *slot = &stash->slots[index];
   slot->dest = dest;
   slot->blocks = 1;

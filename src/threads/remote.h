@@ -18,8 +18,9 @@
  * block with the low bit set, and that block's first word holds its last
  * block, encoded like a link: the freeing thread writes one word per run,
  * the owner sets a run's bits a word of the bitmap at a time, and no other
- * block of the run is written or read. A block that extends the open run
- * costs the freeing thread one compare and two stores. A list reads
+ * block of the run is written or read here. A block that extends the open
+ * run costs the freeing thread one compare and one store (`run_next`);
+ * the run's slot counts it later (hz_remote_settle). A list reads
  * newest first: a header's names from the last, then the header, then the
  * next header. A non-NULL inbox head is the pending flag: the owner polls
  * one word and never scans. */
@@ -243,7 +244,9 @@ HZ_INLINE bool hz_remote_extends(const hz_stash_t *stash,
 
 /* Count into the run's slot the blocks that extended the open run since
  * it last counted: the slot's run_last, blocks and room are exact again.
- * Every stash operation but hz_remote_run_goes_on starts with it. */
+ * Every stash operation that reads the run's slot or moves the open run
+ * elsewhere does this first (hz_remote_stash_into, hz_remote_publish of
+ * that slot, hz_remote_run_stop); hz_remote_run_goes_on does not. */
 HZ_INLINE void hz_remote_settle(hz_stash_t *stash) {
   uintptr_t next = stash->run_next;
   if (next == 0) return;

@@ -408,13 +408,6 @@ static void purge_drain_idle_caches(void) {
   purge_drain_caches();
 }
 
-/* What the heaps published of each class's frees since the last round:
- * all of them, and those of other threads' heaps' blocks that went through
- * a stash (while a class is on the caches, those go there and are not
- * counted; the shared pages' blocks, which young threads took without a
- * heap and free with one, are no other thread's).
- * The sums may go back (a heap retired, a count published while a
- * collector held its bins): what went back counts as nothing new. */
 /* What one heap allocated and freed of other heaps' blocks of class `c`
  * since the last round: the smaller of the two. */
 static uint64_t purge_heap_crossed(hz_heap_t *h, int c) {
@@ -426,29 +419,42 @@ static uint64_t purge_heap_crossed(hz_heap_t *h, int c) {
   return a < r ? a : r;
 }
 
+/* What a sum grew by since the last round, `seen` (nothing if it went
+ * back); the sum is remembered for the next. */
+static uint64_t purge_growth(uint64_t sum, uint64_t *seen) {
+  uint64_t grew = sum > *seen ? sum - *seen : 0;
+  *seen = sum;
+  return grew;
+}
+
+/* What the heaps published of each class's frees since the last round:
+ * all of them, those of other threads' heaps' blocks that went through
+ * a stash (while a class is on the caches, those go there and are not
+ * counted; the shared pages' blocks, which young threads took without a
+ * heap and free with one, are no other thread's), of those the ones that
+ * extended a run, and the ones a heap made that also allocated the class.
+ * The sums may go back (a heap retired, a count published while a
+ * collector held its bins): what went back counts as nothing new. */
 static void purge_class_frees(hz_cpu_frees_t *out) {
-  static uint64_t remote_seen[HZ_CLASS_COUNT], frees_seen[HZ_CLASS_COUNT];
-  uint64_t remote[HZ_CLASS_COUNT] = {0}, frees[HZ_CLASS_COUNT] = {0};
+  static uint64_t remote_seen[HZ_CLASS_COUNT], frees_seen[HZ_CLASS_COUNT],
+      runs_seen[HZ_CLASS_COUNT];
+  uint64_t remote[HZ_CLASS_COUNT] = {0}, frees[HZ_CLASS_COUNT] = {0},
+           runs[HZ_CLASS_COUNT] = {0};
   memset(out->crossed, 0, sizeof out->crossed);
-  static uint64_t runs_seen[HZ_CLASS_COUNT];
-  uint64_t runs[HZ_CLASS_COUNT] = {0};
   pool_take();
   for (hz_heap_t *h = heaps_all.first; h != NULL; h = h->next_all)
     for (int c = 1; c < HZ_CLASS_COUNT; c++) {
       remote[c] += HZ_SHARED_GET(h->counts[c].remote_frees) -
                    HZ_SHARED_GET(h->counts[c].shared_frees);
       frees[c] += HZ_SHARED_GET(h->counts[c].frees);
-      out->crossed[c] += purge_heap_crossed(h, c);
       runs[c] += HZ_SHARED_GET(h->counts[c].run_frees);
+      out->crossed[c] += purge_heap_crossed(h, c);
     }
   pool_give();
   for (int c = 1; c < HZ_CLASS_COUNT; c++) {
-    out->remote[c] =
-        remote[c] > remote_seen[c] ? remote[c] - remote_seen[c] : 0;
-    out->frees[c] = frees[c] > frees_seen[c] ? frees[c] - frees_seen[c] : 0;
-    out->runs[c] = runs[c] > runs_seen[c] ? runs[c] - runs_seen[c] : 0;
-    runs_seen[c] = runs[c];
-    remote_seen[c] = remote[c], frees_seen[c] = frees[c];
+    out->remote[c] = purge_growth(remote[c], &remote_seen[c]);
+    out->frees[c] = purge_growth(frees[c], &frees_seen[c]);
+    out->runs[c] = purge_growth(runs[c], &runs_seen[c]);
   }
 }
 
