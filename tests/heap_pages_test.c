@@ -65,9 +65,8 @@ static void remote_batch(void) {
       hz_heap_free_next(&other, page, blocks[i]);
     else
       hz_heap_free_remote_plain(&other, page, blocks[i]);
-    if (extends)
-      CHECK_MSG(((uintptr_t *)blocks[i])[1] == 0,
-                "block %d extended the run: its second word unwritten", i);
+    CHECK_MSG(hz_check_is_marked(blocks[i]),
+              "block %d: its second word does not hold its free mark", i);
   }
   hz_heap_park(&other); /* publishes the stash: one list, one header */
   /* The first block freed heads the list and names the other 15 as one

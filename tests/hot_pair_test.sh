@@ -11,6 +11,10 @@
 # with one malloc in 1,000 guarded must stay within 3 instructions a pair
 # more than without (3,000 a guarded malloc and free; 1.5 measured, 9 when
 # the canary filled the whole page a byte at a time).
+# The release budgets include the free mark every variant keeps (a load,
+# a compare and a store on each free, a store on each malloc: 6
+# instructions a pair, 50 -> 56), the one rule for double frees
+# (docs/safety.md).
 # Usage: hot_pair_test.sh SOURCE_DIR BUILD_DIR
 set -u
 SRC=$(realpath "$1")
@@ -42,8 +46,8 @@ release_lifo=$(instr "$BUILD/libhakozuna.so" lifo 8 64)
 # two hidden variables (-3), no free count on the fast path (-1), the
 # class tables holding the bin's offset (-1), the slice index from p's own
 # bits (-1), capacity compared in memory (-1).
-within "release, 8-64 B LIFO" "$release_lifo" 50
-within "release, 16-1024 B random" "$(instr "$BUILD/libhakozuna.so" random 16 1024)" 53
+within "release, 8-64 B LIFO" "$release_lifo" 56
+within "release, 16-1024 B random" "$(instr "$BUILD/libhakozuna.so" random 16 1024)" 56
 # Blocks all over medium (512 KiB) and big (whole-segment) pages: their
 # free takes the fast path too, with the page size read from the segment
 # map (a map that named the small page size for every segment: 145 and 161).
@@ -56,9 +60,11 @@ within "release, 16-1024 B random" "$(instr "$BUILD/libhakozuna.so" random 16 10
 # past its page's first slice reaches the page through one more load, the
 # slice's descriptor naming it (budgets 66 -> 70, 139 -> 143; measured
 # 69.0 and 141.9). Issue 31's fast-path cuts: 62.1 and 140.0, secure 66.0.
-within "release, 9000-32768 B random" "$(instr "$BUILD/libhakozuna.so" random 9000 32768)" 63
-within "release, 70000-200000 B random" "$(instr "$BUILD/libhakozuna.so" random 70000 200000)" 141
-within "secure, 8-64 B LIFO" "$(instr "$BUILD/libhakozuna-secure.so" lifo 8 64)" 66
+# The free mark in every variant (issue 68): 68.9 and 141.3; secure 63.0
+# (the secret read relative to the instruction pointer, one load fewer).
+within "release, 9000-32768 B random" "$(instr "$BUILD/libhakozuna.so" random 9000 32768)" 69
+within "release, 70000-200000 B random" "$(instr "$BUILD/libhakozuna.so" random 70000 200000)" 142
+within "secure, 8-64 B LIFO" "$(instr "$BUILD/libhakozuna-secure.so" lifo 8 64)" 63
 guarded_lifo=$(HZ_GUARD_SAMPLE=1000 instr "$BUILD/libhakozuna.so" lifo 8 64)
 if [ -n "$release_lifo" ]; then
   within "release, 8-64 B LIFO, 1 in 1,000 guarded" "$guarded_lifo" \

@@ -147,11 +147,25 @@ static void invalid_free_of(void *p) {
 
 /* --- double free -----------------------------------------------------------
  */
+/* After a double free release reported: the next mallocs of the size
+ * hand the block out once at most. */
+static void df_taken_once(size_t size) {
+  enum { N = 8 };
+  void *got[N];
+  for (int i = 0; i < N; i++)
+    got[i] = xmalloc(size);
+  for (int i = 0; i < N; i++)
+    for (int j = 0; j < i; j++)
+      if (got[i] == got[j])
+        child_fail("%p handed out twice after the double free", got[i]);
+}
+
 static void case_df_immediate(void) {
   void *p = xmalloc(64);
   note_addr(p);
   xfree(p);
   xfree(p);
+  df_taken_once(64);
 }
 
 static void case_df_after_others(void) {
@@ -164,6 +178,7 @@ static void case_df_after_others(void) {
   for (int i = 0; i < 5; i++)
     xfree(others[i]);
   xfree(p);
+  df_taken_once(64);
 }
 
 static void case_df_interleaved(void) {
@@ -173,6 +188,7 @@ static void case_df_interleaved(void) {
   xfree(p);
   xfree(q);
   xfree(p);
+  df_taken_once(64);
 }
 
 static void case_df_after_reuse(void) {
@@ -183,6 +199,7 @@ static void case_df_after_reuse(void) {
   xfree(q);
   note_addr(p);
   xfree(p); /* q is p: a double free; otherwise p is still free */
+  df_taken_once(64);
 }
 
 static void *free_in_thread(void *p) {
@@ -200,6 +217,7 @@ static void case_df_cross_thread(void) {
   pthread_join(t, NULL);
   note_addr(p);
   xfree(p);
+  df_taken_once(64);
 }
 
 static void case_df_large(void) {
@@ -207,6 +225,7 @@ static void case_df_large(void) {
   note_addr(p);
   xfree(p);
   xfree(p);
+  df_taken_once((size_t)1 << 20);
 }
 
 /* A block whose page emptied and went to its heap's spare list: 3000
@@ -445,6 +464,190 @@ DF_CASES(64)
 DF_CASES(1000)
 DF_CASES(5000)
 DF_CASES(40000)
+
+/* --- double frees on every route ---------------------------------------------
+ * The cases above take blocks after malloc_trim, which sends every copy
+ * home through one drain. These leave each copy where its free put it (a
+ * stash, a CPU cache, a bin, an inbox) while the owner and four other
+ * threads take blocks of the size and keep them, as a program would: no
+ * block may then be held twice, and release reports the second free once. */
+enum { ROUTE_TAKERS = 4 };
+
+static void *route_take(void *arg) {
+  (void)arg;
+  int n = df_size > 10000 ? 200 : 4000;
+  for (int round = 0; round < 2; round++)
+    for (int i = 0; i < n; i++) {
+      unsigned char *p = xmalloc(df_size);
+      if (p == NULL) child_fail("malloc(%zu) failed", df_size);
+      p[0] = 0x3C;
+      df_taken[__atomic_fetch_add(&df_count, 1, __ATOMIC_RELAXED)] = p;
+    }
+  return NULL;
+}
+
+/* The owner (main) and ROUTE_TAKERS threads take blocks; none is held
+ * twice (p, still held by the program in some cases, is in df_taken). */
+static void route_take_all(void) {
+  pthread_t t[ROUTE_TAKERS];
+  route_take(NULL);
+  for (int i = 0; i < ROUTE_TAKERS; i++)
+    if (pthread_create(&t[i], NULL, route_take, NULL) != 0)
+      child_fail("pthread_create");
+  for (int i = 0; i < ROUTE_TAKERS; i++)
+    pthread_join(t[i], NULL);
+  qsort(df_taken, (size_t)df_count, sizeof *df_taken, by_pointer);
+  for (int i = 1; i < df_count; i++)
+    if (df_taken[i] < df_taken[i - 1] + df_size)
+      child_fail("%p handed out twice after the double free",
+                 (void *)df_taken[i]);
+}
+
+static void route_begin(size_t size) {
+  df_size = size;
+  df_taken = calloc(12 * 4000 + 16, sizeof *df_taken);
+  if (df_taken == NULL) child_fail("calloc failed");
+}
+
+/* A thread that never allocated (no heap of its own: its first free takes
+ * the slow path) frees p twice in a row, then waits until the others have
+ * taken (`stay`) or exits at once. */
+static pthread_barrier_t route_step;
+static bool route_stay;
+
+static void *route_free_twice_fresh(void *p) {
+  xfree(p);
+  xfree(p);
+  if (route_stay) pthread_barrier_wait(&route_step);
+  return NULL;
+}
+
+static void route_fresh_twice(size_t size, bool stay) {
+  route_begin(size);
+  void *p = xmalloc(size);
+  note_addr(p);
+  route_stay = stay;
+  pthread_barrier_init(&route_step, NULL, 2);
+  pthread_t t;
+  if (pthread_create(&t, NULL, route_free_twice_fresh, p) != 0)
+    child_fail("pthread_create");
+  if (!stay) pthread_join(t, NULL);
+  route_take_all();
+  if (stay) {
+    pthread_barrier_wait(&route_step);
+    pthread_join(t, NULL);
+  }
+}
+
+/* Two threads with heaps of their own free p once each: the first exits
+ * (its copy goes home), the second waits, its copy in its stash or CPU
+ * cache, while the owner takes blocks (reusing p), then exits, and all
+ * take. */
+static void *route_free_and_exit(void *p) {
+  xfree(xmalloc(100));
+  xfree(p);
+  return NULL;
+}
+
+static void *route_free_and_wait(void *p) {
+  xfree(xmalloc(100));
+  xfree(p);
+  pthread_barrier_wait(&route_step); /* freed */
+  pthread_barrier_wait(&route_step); /* the owner took */
+  return NULL;
+}
+
+static void route_first_exits(size_t size) {
+  route_begin(size);
+  void *p = xmalloc(size);
+  note_addr(p);
+  df_run_thread(route_free_and_exit, p);
+  pthread_barrier_init(&route_step, NULL, 2);
+  pthread_t t;
+  if (pthread_create(&t, NULL, route_free_and_wait, p) != 0)
+    child_fail("pthread_create");
+  pthread_barrier_wait(&route_step);
+  df_take(NULL); /* p comes home once and is handed out again */
+  pthread_barrier_wait(&route_step);
+  pthread_join(t, NULL);
+  route_take_all();
+}
+
+/* The owner and another thread free p once each, in either order, while
+ * ROUTE_CROWD threads trade 48 B blocks (more than 4 threads a CPU: the
+ * crowded program's rules, shared pages included). */
+enum { ROUTE_CROWD = 40 };
+static atomic_int route_crowd_stop;
+
+static void *route_trade(void *arg) {
+  (void)arg;
+  enum { KEEP = 64 };
+  void *mine[KEEP] = {0};
+  static void *_Atomic swap[KEEP];
+  for (unsigned i = 0; !atomic_load(&route_crowd_stop); i++) {
+    unsigned k = i % KEEP;
+    void *q = xmalloc(48);
+    if (q == NULL) child_fail("malloc(48) failed");
+    xfree(atomic_exchange(&swap[k], q)); /* another thread's block */
+    xfree(mine[k]);
+    mine[k] = xmalloc(48);
+    if (k == KEEP - 1) usleep(1000); /* a crowd, not a CPU hog */
+  }
+  for (unsigned k = 0; k < KEEP; k++)
+    xfree(mine[k]);
+  return NULL;
+}
+
+static void *route_free_once(void *p) {
+  xfree(p);
+  return NULL;
+}
+
+static void route_owner_and_other(size_t size, bool owner_first, bool crowded) {
+  route_begin(size);
+  pthread_t crowd[ROUTE_CROWD];
+  int n = crowded ? ROUTE_CROWD : 0;
+  atomic_store(&route_crowd_stop, 0);
+  for (int i = 0; i < n; i++)
+    if (pthread_create(&crowd[i], NULL, route_trade, NULL) != 0)
+      child_fail("pthread_create");
+  if (crowded) usleep(100 * 1000); /* purge rounds see the crowd */
+  xfree(xmalloc(size));            /* the owner has a bin of the class */
+  void *p = xmalloc(size);
+  note_addr(p);
+  if (owner_first) xfree(p);
+  df_run_thread(route_free_once, p);
+  if (!owner_first) xfree(p);
+  route_take_all();
+  atomic_store(&route_crowd_stop, 1);
+  for (int i = 0; i < n; i++)
+    pthread_join(crowd[i], NULL);
+}
+
+#define ROUTE_CASES(size)                                                      \
+  static void case_route_fresh_stays_##size(void) {                            \
+    route_fresh_twice(size, true);                                             \
+  }                                                                            \
+  static void case_route_fresh_exits_##size(void) {                            \
+    route_fresh_twice(size, false);                                            \
+  }                                                                            \
+  static void case_route_first_exits_##size(void) { route_first_exits(size); } \
+  static void case_route_owner_first_##size(void) {                            \
+    route_owner_and_other(size, true, false);                                  \
+  }                                                                            \
+  static void case_route_other_first_##size(void) {                            \
+    route_owner_and_other(size, false, false);                                 \
+  }                                                                            \
+  static void case_route_crowded_owner_first_##size(void) {                    \
+    route_owner_and_other(size, true, true);                                   \
+  }                                                                            \
+  static void case_route_crowded_other_first_##size(void) {                    \
+    route_owner_and_other(size, false, true);                                  \
+  }
+ROUTE_CASES(64)
+ROUTE_CASES(1024)
+ROUTE_CASES(16384)
+ROUTE_CASES(49152)
 
 /* --- invalid frees ---------------------------------------------------------
  */
@@ -983,17 +1186,36 @@ static void random_order_after(const case_t *c, const char *notes);
 #define DF_CASES_BOTH(name, run)                                               \
   DF_CASE(name, run, NULL), DF_CASE(name ".nocache", run, "HZ_CPU_CACHE=0")
 
+/* The route cases of one size: crowded ones with the caches only (the
+ * crowding rules are the front end's) and the purge thread, whose rounds
+ * see the crowd. */
+#define ROUTE_ENTRIES(size)                                                    \
+  DF_CASES_BOTH("double_free.route.fresh_stays_" #size,                        \
+                case_route_fresh_stays_##size),                                \
+      DF_CASES_BOTH("double_free.route.fresh_exits_" #size,                    \
+                    case_route_fresh_exits_##size),                            \
+      DF_CASES_BOTH("double_free.route.first_exits_" #size,                    \
+                    case_route_first_exits_##size),                            \
+      DF_CASES_BOTH("double_free.route.owner_first_" #size,                    \
+                    case_route_owner_first_##size),                            \
+      DF_CASES_BOTH("double_free.route.other_first_" #size,                    \
+                    case_route_other_first_##size),                            \
+      DF_CASE("double_free.route.crowded_owner_first_" #size,                  \
+              case_route_crowded_owner_first_##size, "HZ_PURGE_THREAD=1"),     \
+      DF_CASE("double_free.route.crowded_other_first_" #size,                  \
+              case_route_crowded_other_first_##size, "HZ_PURGE_THREAD=1")
+
 static const case_t cases[] = {
-    {"double_free.immediate", case_df_immediate, SEC | DBG, OUT_ABORT, 0,
-     DOUBLE_FREE, NULL, NULL, NULL},
-    {"double_free.after_other_frees", case_df_after_others, SEC | DBG,
-     OUT_ABORT, 0, DOUBLE_FREE, NULL, NULL, NULL},
-    {"double_free.interleaved", case_df_interleaved, SEC | DBG, OUT_ABORT, 0,
-     DOUBLE_FREE, NULL, NULL, NULL},
-    {"double_free.after_reuse", case_df_after_reuse, SEC | DBG, OUT_ABORT, 0,
-     DOUBLE_FREE, NULL, NULL, NULL},
-    {"double_free.cross_thread", case_df_cross_thread, SEC | DBG, OUT_ABORT, 0,
-     DOUBLE_FREE, NULL, NULL, NULL},
+    {"double_free.immediate", case_df_immediate, SEC | DBG | REL, OUT_ABORT,
+     OUT_REPORTED, DOUBLE_FREE, NULL, NULL, NULL},
+    {"double_free.after_other_frees", case_df_after_others, SEC | DBG | REL,
+     OUT_ABORT, OUT_REPORTED, DOUBLE_FREE, NULL, NULL, NULL},
+    {"double_free.interleaved", case_df_interleaved, SEC | DBG | REL, OUT_ABORT,
+     OUT_REPORTED, DOUBLE_FREE, NULL, NULL, NULL},
+    {"double_free.after_reuse", case_df_after_reuse, SEC | DBG | REL, OUT_ABORT,
+     OUT_REPORTED, DOUBLE_FREE, NULL, NULL, NULL},
+    {"double_free.cross_thread", case_df_cross_thread, SEC | DBG | REL,
+     OUT_ABORT, OUT_REPORTED, DOUBLE_FREE, NULL, NULL, NULL},
     {"double_free.retired_page", case_df_retired_page, SEC | DBG | REL,
      OUT_ABORT, OUT_REPORTED, DOUBLE_FREE, NULL, NULL, NULL},
     {"double_free.retired_page_cross_thread", case_df_retired_cross_thread,
@@ -1019,10 +1241,14 @@ static const case_t cases[] = {
     DF_CASES_BOTH("double_free.owner_exited_40000", case_df_owner_exited_40000),
     DF_CASES_BOTH("double_free.one_thread_twice_40000",
                   case_df_one_thread_40000),
+    ROUTE_ENTRIES(64),
+    ROUTE_ENTRIES(1024),
+    ROUTE_ENTRIES(16384),
+    ROUTE_ENTRIES(49152),
     DF_CASES_BOTH("double_free.in_run_before", case_df_run_before),
     DF_CASES_BOTH("double_free.in_run_after", case_df_run_after),
-    {"double_free.large", case_df_large, SEC | DBG, OUT_ABORT, 0,
-     E "double free of %s (large block of ", NULL, NULL, NULL},
+    {"double_free.large", case_df_large, SEC | DBG | REL, OUT_ABORT,
+     OUT_REPORTED, E "double free of %s (large block of ", NULL, NULL, NULL},
     {"invalid_free.one", case_inv_one, SEC | DBG | REL, OUT_ABORT, OUT_REPORTED,
      NOT_OURS, NULL, NULL, NULL},
     {"invalid_free.stack", case_inv_stack, SEC | DBG | REL, OUT_ABORT,

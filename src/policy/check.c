@@ -39,11 +39,14 @@ void hz_check_report(const char *what, const void *p, const char *context) {
   check_stop();
 }
 
-void hz_check_freeing(void *block, unsigned cls, size_t size) {
-  if (!HZ_SECURE) return;
-  if (hz_check_is_marked(block)) hz_check_fail("double free", block, cls, size);
-  if (hz_check_zero_on_free) memset(block, 0, size);
+bool hz_check_freeing(void *block, unsigned cls, size_t size) {
+  if (hz_check_is_marked(block)) {
+    hz_check_fail("double free", block, cls, size);
+    return false;
+  }
+  if (HZ_SECURE && hz_check_zero_on_free) memset(block, 0, size);
   hz_check_set_mark(block);
+  return true;
 }
 
 void *hz_check_unmarked(void *block, unsigned cls) {

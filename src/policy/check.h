@@ -13,12 +13,16 @@
  *     release drops the rest of that list (its blocks are lost, no other
  *     is) and goes on.
  *
+ *   - free marks: from the free that gives a block back until a malloc
+ *     hands it out again, its second word holds a mark made from its
+ *     address and the secret (the first word is its encoded link while it
+ *     is on a list). Every free, on every route, checks for the mark
+ *     first: a block that carries it is freed twice, reported and dropped
+ *     (release), so no copy of it is ever handed out twice.
+ *
  * Secure adds, keyed by the same per-process secret:
- *   - free marks: while a block is free, its second word holds a mark made
- *     from its address and the secret (the first word is its encoded link
- *     while it is on a list). Freeing a block that carries its mark is a
- *     double free; handing out a block whose mark is gone means it was
- *     written after it was freed;
+ *   - handing out a block whose mark is gone means it was written after it
+ *     was freed;
  *   - fresh blocks of a page handed out in random order; guard pages (the
  *     segment and large boxes); zeroing freed blocks (HZ_ZERO_ON_FREE).
  * Every detection prints one line and aborts.
@@ -40,7 +44,7 @@ typedef struct {
   uintptr_t inner; /* keys where an aligned block was handed out */
 } hz_check_secret_t;
 
-extern hz_check_secret_t hz_check_secret;
+extern hz_check_secret_t hz_check_secret HZ_HIDDEN;
 extern bool hz_check_zero_on_free;
 
 /* Draw the secret and read the options; before the first block exists. */
@@ -88,9 +92,13 @@ HZ_INLINE void *hz_check_decode(const void *holder, const void *word) {
 }
 
 /* ---------------------------------------------------------------------------
- * Free marks: the secure variants mark every free block (the functions
- * below that take a free or hand a block out are no-ops in release); the
- * release library's per-CPU caches mark the blocks they hold.
+ * Free marks, every variant: a free checks and sets the mark, a malloc
+ * clears it (the secure variants check it there too). The mark is the one
+ * rule for double frees that every route shares: a bin, a CPU cache, a
+ * depot, a stash, an inbox and the page all keep a block's second word as
+ * its free left it, so whichever route the first free took, the second
+ * finds the mark. Not atomic: two threads freeing one block at the same
+ * instant can both miss it.
  * ------------------------------------------------------------------------- */
 HZ_INLINE uintptr_t hz_check_mark(const void *block) {
   return (uintptr_t)block ^ hz_check_secret.mark;
@@ -106,17 +114,19 @@ HZ_INLINE void hz_check_set_mark(void *block) {
 
 HZ_INLINE void hz_check_clear_mark(void *block) { ((uintptr_t *)block)[1] = 0; }
 
-/* A user frees `block` (a block start of class cls): catch a double free,
- * zero it if asked, mark it. The caller then bins or lists it. */
-void hz_check_freeing(void *block, unsigned cls, size_t size);
+/* A user frees `block` (a block start of class cls): true when the caller
+ * is to bin or list it, zeroed if asked and marked; false when it carries
+ * its mark, freed already: reported (the secure variants abort), and the
+ * caller drops it. */
+bool hz_check_freeing(void *block, unsigned cls, size_t size);
 
 /* The fast path's share of hz_check_freeing: mark the block and return
  * true, or return false (nothing done) when it looks freed already or
  * must be zeroed: the caller then takes the path that calls
  * hz_check_freeing. */
 HZ_INLINE bool hz_check_freeing_fast(void *block) {
-  if (!HZ_SECURE) return true;
-  if (HZ_UNLIKELY(hz_check_is_marked(block) | hz_check_zero_on_free))
+  if (HZ_UNLIKELY(hz_check_is_marked(block) |
+                  (HZ_SECURE && hz_check_zero_on_free)))
     return false;
   hz_check_set_mark(block);
   return true;
@@ -125,10 +135,10 @@ HZ_INLINE bool hz_check_freeing_fast(void *block) {
 /* Report a block handed out without its mark; returns it (release). */
 void *hz_check_unmarked(void *block, unsigned cls);
 
-/* A free block is handed out: it must still carry its mark. */
+/* A free block is handed out: its mark goes (a live block never carries
+ * one). The secure variants first check that it is still there. */
 HZ_INLINE void *hz_check_handing_out(void *block, unsigned cls) {
-  if (!HZ_SECURE) return block;
-  if (HZ_UNLIKELY(!hz_check_is_marked(block)))
+  if (HZ_SECURE && HZ_UNLIKELY(!hz_check_is_marked(block)))
     return hz_check_unmarked(block, cls);
   hz_check_clear_mark(block);
   return block;

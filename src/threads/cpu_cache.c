@@ -314,9 +314,9 @@ void hz_cpu_cache_init(void) {
 /* ---------------------------------------------------------------------------
  * Batches to and from the heap
  * ------------------------------------------------------------------------- */
-/* Word 1 at 0 is what the first copy's way out left: a double free. Any
- * other value was written there after the free, or into the block the
- * first copy became: which, nobody can tell. */
+/* Word 1 at 0 is what a malloc's pop left: a double free that raced the
+ * mark. Any other value was written there after the free, or into the
+ * block the first copy became: which, nobody can tell. */
 void hz_cpu_unmarked(const void *p) {
   const hz_page_t *page = hz_segment_block_page(p);
   const char *what = ((const uintptr_t *)p)[1] == 0
@@ -327,7 +327,7 @@ void hz_cpu_unmarked(const void *p) {
 
 static void give_back(hz_heap_t *heap, void *const *blocks, unsigned n) {
   for (unsigned i = 0; i < n; i++)
-    if (hz_cpu_unmark(blocks[i]))
+    if (hz_cpu_still_marked(blocks[i]))
       hz_heap_free_block(heap, hz_segment_block_page(blocks[i]), blocks[i]);
 }
 

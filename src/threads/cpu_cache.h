@@ -286,27 +286,30 @@ HZ_INLINE bool hz_cpu_takes_free(const hz_page_t *page) {
          hz_cpu_registered();
 }
 
-/* A block in a CPU cache or a depot carries a mark in its second word (its
- * address keyed by the secret), stored by the free that pushed it; each
- * way out of the caches (a malloc's pop, a batch given back to the heaps)
- * checks the mark and takes it off. A block freed twice is in the caches
- * twice: the first copy out takes the mark, and the second, found without
- * one, is reported and dropped instead of being handed out again. The
- * free only stores (the line it did not read is not waited for); the
- * check is on the malloc, which is about to hand the block out. The mark
- * is check's free mark (hz_check_set_mark, hz_check_is_marked). */
+/* A block in a CPU cache or a depot carries its free mark in its second
+ * word (check.h), stored by the free that pushed it after it found none
+ * there: a block freed twice, whatever route the first free took, is
+ * caught at the second. A malloc that pops a block checks the mark and
+ * takes it off; a batch given back to the heaps checks it and keeps it
+ * (the blocks are still free). A cached block found without its mark was
+ * written after its free (or freed twice by two threads at the same
+ * instant): reported and dropped, never handed out. */
 
 /* Report a block that left the caches without its mark. */
 void hz_cpu_unmarked(const void *p) __attribute__((cold));
 
-/* Block p leaves the caches: true, its mark taken off; false when it had
- * none (a second copy, or a block written after its free: reported, and
- * the caller drops it). */
+/* Block p leaves the caches, still free: true when it carries its mark;
+ * false when not (reported, and the caller drops it). */
+HZ_INLINE bool hz_cpu_still_marked(const void *p) {
+  if (HZ_LIKELY(hz_check_is_marked(p))) return true;
+  hz_cpu_unmarked(p);
+  return false;
+}
+
+/* Block p leaves the caches to be handed out: true, its mark taken off;
+ * false when it had none (reported, dropped). */
 HZ_INLINE bool hz_cpu_unmark(void *p) {
-  if (HZ_UNLIKELY(!hz_check_is_marked(p))) {
-    hz_cpu_unmarked(p);
-    return false;
-  }
+  if (HZ_UNLIKELY(!hz_cpu_still_marked(p))) return false;
   hz_check_clear_mark(p);
   return true;
 }

@@ -90,12 +90,17 @@ HZ_INLINE void *hz_fast_malloc(size_t size) {
 
 /* Another heap's plain block: with the per-CPU front end onto this CPU's
  * cache, marked (a class it holds, a thread registered for rseq, p proved
- * a block start; a full cache makes room), else straight to the stash. */
+ * a block start and not marked already; a full cache makes room), else
+ * straight to the stash. A marked block takes the generic path, which
+ * reports the double free. */
 static HZ_NOINLINE void hz_fast_free_other(hz_heap_t *heap, hz_page_t *page,
                                            void *p) {
   size_t cls = page->class_id;
   if (hz_cpu_takes_free(page) && hz_page_is_block(page, p, page->reserved)) {
-    hz_check_set_mark(p);
+    if (HZ_UNLIKELY(!hz_check_freeing_fast(p))) {
+      hz_heap_free_generic(heap, hz_segment_base(p), page, p); /* a heap */
+      return;
+    }
     if (HZ_UNLIKELY(!hz_cpu_push(cls, p))) hz_cpu_overflow(heap, cls, p);
     return;
   }

@@ -138,7 +138,8 @@ hz_block_t *hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg,
     hz_heap_double_free(page, block);
     return NULL;
   }
-  hz_check_freeing(block, page->class_id, page->block_size);
+  if (!hz_check_freeing(block, page->class_id, page->block_size))
+    return NULL; /* freed already: reported, dropped */
   if (HZ_UNLIKELY(hz_page_flags(page) & HZ_PAGE_SAMPLED))
     heap_forget_sampled(heap, page, block);
   if (heap->state == HZ_HEAP_EMPTY) return block;
@@ -193,16 +194,12 @@ void hz_heap_free_next(hz_heap_t *heap, hz_page_t *page, void *p) {
     return;
   }
   /* p is the block after the run's last on the run's page: a block start,
-   * bound where the run's blocks go, of the run's class. It gets a store
-   * from this thread (its second word, where the secure variants' free
-   * mark goes: hz_check_freeing_fast wrote that one): its line leaves
+   * bound where the run's blocks go, of the run's class. Its free mark
+   * (hz_check_freeing_fast) is a store from this thread: its line leaves
    * this thread's cache written, and the owner's thread, which hands the
    * run out again in address order and whose program writes each block,
    * takes the lines at plain misses instead of first having this copy
-   * dropped, line by line (docs/benchmarks.md, "Written where freed").
-   * The other remote frees write nothing: there it cost the mixed-size
-   * batch_queue a fifth. */
-  if (!HZ_SECURE) ((uintptr_t *)p)[1] = 0;
+   * dropped, line by line (docs/benchmarks.md, "Written where freed"). */
   heap->run_frees++;
   if (HZ_UNLIKELY(!hz_remote_run_goes_on(&heap->stash, p))) {
     heap_run_stops(heap, p);

@@ -106,9 +106,9 @@ typedef struct {
 /* Most blocks a header names. */
 #define HZ_REMOTE_NAMES_MAX 15
 
-/* A header's named blocks start after its link, and in the secure variants
- * after the free mark too (check.h). */
-#define HZ_REMOTE_NAMES_AT (HZ_SECURE ? 2 : 1)
+/* A header's named blocks start after its link and its free mark
+ * (check.h), which stays for the whole way home. */
+#define HZ_REMOTE_NAMES_AT 2
 
 /* How many blocks a header of `size` bytes can name. */
 HZ_INLINE uint32_t hz_remote_can_name(size_t size) {
