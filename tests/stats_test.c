@@ -50,7 +50,7 @@
  *     class 46 with the same story (allocs >= BLOCKS, ...), and the exit
  *     JSON counts at least what that report did.
  *
- * usage: stats_test [rss|exact]
+ * usage: stats_test [rss|exact|cached]
  *
  * With "exact": the per-class counts are exact, not bounds, while blocks
  * sit everywhere a free can leave them. A child allocates EXACT_MAIN
@@ -66,6 +66,18 @@
  * JSON at exit must count exactly those allocations, frees and remote
  * frees, once as is and once after malloc_trim(0) (bins spilled, the
  * pooled heap collected, the inbox taken home).
+ *
+ * With "cached": blocks another thread freed count as frees while they wait
+ * in the per-CPU caches. A child allocates CACHED_PER_CLASS blocks of each
+ * of CACHED_CLASSES sizes (classes nothing else here uses, small enough
+ * for the caches) and a second thread, with a heap of its own, frees them
+ * all: with the caches on, onto its CPU's cache (fewer than a stack holds:
+ * none go home). After the join, each class's counts at exit are exactly
+ * CACHED_PER_CLASS allocations and frees and 0 live, in the JSON and in
+ * the HZ_SHOW_STATS=1 report alike, and the JSON's free_waiting.cpu_caches
+ * is the front end's cached_blocks; the same with HZ_CPU_CACHE=0 (every free
+ * through the stash). Where the blocks are when the report reads them (the
+ * caches, or home after a drain) does not matter: the counts are the same.
  *
  * With "rss": the peak RSS is never shown below the RSS shown with it
  * (peak_rss_bytes >= rss_bytes >= 16 MiB after touching 16 MiB, and at
@@ -122,6 +134,12 @@ static const size_t drain_triggers[] = {11000, 20000,  40000,
 #define EXACT_SENT          300
 #define EXACT_MAIN_LOCAL    200
 #define EXACT_KEPT_IN_STASH 4
+
+/* cached mode (see the top): 160, 768 and 2560-byte blocks, 40 of each:
+ * fewer than the 64 a CPU's cache holds of each class */
+static const size_t cached_sizes[] = {150, 700, 2500};
+#define CACHED_CLASSES   (sizeof cached_sizes / sizeof cached_sizes[0])
+#define CACHED_PER_CLASS 40
 
 #define MARK_BEGIN "child: hz_stats_print begin\n"
 #define MARK_END   "child: hz_stats_print end\n"
@@ -237,6 +255,37 @@ static int child_exact_main(bool trim) {
   snprintf(line, sizeof line, "exact: block_size %zu\n",
            malloc_usable_size(exact_main[EXACT_MAIN - 1]));
   say(line);
+  return 0;
+}
+
+/* cached mode's child (see the top). It says the block size of each class
+ * on stderr. */
+static void *volatile cached_blocks[CACHED_CLASSES][CACHED_PER_CLASS];
+
+static void *cached_freer(void *arg) {
+  (void)arg;
+  void *own = malloc(100); /* a heap of its own: the frees below are remote */
+  sink = own;
+  for (size_t k = 0; k < CACHED_CLASSES; k++)
+    for (int i = 0; i < CACHED_PER_CLASS; i++)
+      free(cached_blocks[k][i]);
+  free(own);
+  return NULL;
+}
+
+static int child_cached_main(void) {
+  for (size_t k = 0; k < CACHED_CLASSES; k++)
+    for (int i = 0; i < CACHED_PER_CLASS; i++)
+      if ((cached_blocks[k][i] = malloc(cached_sizes[k])) == NULL) return 1;
+  char line[CACHED_CLASSES][64];
+  for (size_t k = 0; k < CACHED_CLASSES; k++)
+    snprintf(line[k], sizeof line[k], "cached: block_size %zu\n",
+             malloc_usable_size(cached_blocks[k][0]));
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, cached_freer, NULL) != 0) return 1;
+  pthread_join(thread, NULL);
+  for (size_t k = 0; k < CACHED_CLASSES; k++)
+    say(line[k]);
   return 0;
 }
 
@@ -357,6 +406,44 @@ static bool json_class(span_t s, class_t *c) {
          json_number(s, "remote_frees", &c->remote_frees) &&
          json_number(s, "live", &c->live) &&
          json_number(s, "peak_live", &c->peak_live);
+}
+
+/* The object of the "classes" array whose block_size is `block_size`;
+ * false when there is none. */
+static bool json_class_sized(span_t all, long long block_size, class_t *out) {
+  span_t classes;
+  if (!json_nested(all, "classes", '[', ']', &classes)) return false;
+  for (const char *p = classes.from;
+       (p = memchr(p, '{', (size_t)(classes.to - p))) != NULL;) {
+    const char *close = memchr(p, '}', (size_t)(classes.to - p));
+    if (close == NULL) return false;
+    bool whole = json_class((span_t){p, close}, out);
+    p = close + 1;
+    if (whole && out->block_size == block_size) return true;
+  }
+  return false;
+}
+
+/* The row of class `cls` in the (first) class table of a report in
+ * `text`; false when there is none. Lines are parsed one at a time: a
+ * scanf across the newline would read the next line's numbers. */
+static bool printed_row(const char *text, long long cls, class_t *out) {
+  const char *line = strstr(text, "\n  class ");
+  while (line != NULL && (line = strchr(line + 1, '\n')) != NULL) {
+    char buf[256];
+    const char *nl = strchr(line + 1, '\n');
+    size_t len = nl != NULL ? (size_t)(nl - line - 1) : strlen(line + 1);
+    if (len >= sizeof buf) len = sizeof buf - 1;
+    memcpy(buf, line + 1, len);
+    buf[len] = 0;
+    char extra;
+    if (sscanf(buf, "%lld %lld %lld %lld %lld %lld %lld %c", &out->cls,
+               &out->block_size, &out->allocs, &out->frees, &out->remote_frees,
+               &out->live, &out->peak_live, &extra) != 7)
+      return false; /* past the table */
+    if (out->cls == cls) return true;
+  }
+  return false;
 }
 
 static char *read_file(const char *path) {
@@ -694,31 +781,88 @@ static void exact_run(const char *self, const char *mode) {
             "%s: no block size on stderr", mode);
   char *json = read_file(path);
   CHECK_MSG(json != NULL, "%s: no JSON file %s", mode, path);
-  span_t classes = {NULL, NULL}, all = {json, json ? json + strlen(json) : 0};
-  bool found = false;
-  if (json != NULL && json_nested(all, "classes", '[', ']', &classes)) {
-    for (const char *p = classes.from;
-         (p = memchr(p, '{', (size_t)(classes.to - p))) != NULL;) {
-      const char *close = memchr(p, '}', (size_t)(classes.to - p));
-      if (close == NULL) break;
-      class_t c;
-      bool whole = json_class((span_t){p, close}, &c);
-      p = close + 1;
-      if (!whole || c.block_size != block_size) continue;
-      found = true;
-      long long allocs = EXACT_MAIN + EXACT_MAIN_AGAIN + EXACT_OTHER;
-      long long remote = EXACT_SENT + EXACT_KEPT_IN_STASH;
-      long long frees = remote + EXACT_OTHER_LOCAL + EXACT_MAIN_LOCAL;
-      CHECK_MSG(c.allocs == allocs && c.frees == frees &&
-                    c.remote_frees == remote && c.live == allocs - frees,
-                "%s: class %lld counts allocs %lld frees %lld remote %lld "
-                "live %lld, want %lld %lld %lld %lld",
-                mode, c.cls, c.allocs, c.frees, c.remote_frees, c.live, allocs,
-                frees, remote, allocs - frees);
-    }
+  span_t all = {json, json ? json + strlen(json) : 0};
+  class_t c;
+  bool found = json != NULL && json_class_sized(all, block_size, &c);
+  if (found) {
+    long long allocs = EXACT_MAIN + EXACT_MAIN_AGAIN + EXACT_OTHER;
+    long long remote = EXACT_SENT + EXACT_KEPT_IN_STASH;
+    long long frees = remote + EXACT_OTHER_LOCAL + EXACT_MAIN_LOCAL;
+    CHECK_MSG(c.allocs == allocs && c.frees == frees &&
+                  c.remote_frees == remote && c.live == allocs - frees,
+              "%s: class %lld counts allocs %lld frees %lld remote %lld "
+              "live %lld, want %lld %lld %lld %lld",
+              mode, c.cls, c.allocs, c.frees, c.remote_frees, c.live, allocs,
+              frees, remote, allocs - frees);
   }
   CHECK_MSG(found, "%s: no class of %lld-byte blocks in the JSON:\n%s", mode,
             block_size, json != NULL ? json : "");
+  unlink(path);
+  free(json);
+  free(r.err);
+}
+
+/* cached mode: one class of the child's, in the JSON and the report on
+ * stderr: every block allocated was freed, and none is live. */
+static void check_cached_class(const char *mode, span_t json, const char *err,
+                               long long block_size) {
+  class_t j, t;
+  bool in_json = json_class_sized(json, block_size, &j);
+  CHECK_MSG(in_json, "%s: no class of %lld-byte blocks in the JSON", mode,
+            block_size);
+  if (!in_json) return;
+  CHECK_MSG(j.allocs == CACHED_PER_CLASS && j.frees == CACHED_PER_CLASS &&
+                j.live == 0 && j.remote_frees <= j.frees,
+            "%s: class %lld (%lld B) in the JSON: allocs %lld frees %lld "
+            "remote %lld live %lld, want %d allocs, %d frees, 0 live",
+            mode, j.cls, block_size, j.allocs, j.frees, j.remote_frees, j.live,
+            CACHED_PER_CLASS, CACHED_PER_CLASS);
+  bool printed = printed_row(err, j.cls, &t);
+  CHECK_MSG(printed, "%s: no row for class %lld in the report", mode, j.cls);
+  /* Two reads: a drain between them may turn frees into remote ones. */
+  if (printed)
+    CHECK_MSG(t.allocs == j.allocs && t.frees == j.frees && t.live == j.live,
+              "%s: class %lld: the report says allocs %lld frees %lld live "
+              "%lld, the JSON %lld %lld %lld",
+              mode, j.cls, t.allocs, t.frees, t.live, j.allocs, j.frees,
+              j.live);
+}
+
+/* cached mode, with the caches (unless the environment has no rseq) or
+ * without them. */
+static void cached_run(const char *self, bool caches) {
+  const char *mode = caches ? "cached" : "cached, HZ_CPU_CACHE=0";
+  int failures_before = check_failures;
+  char path[128], setting[160];
+  json_path(path, sizeof path, setting, sizeof setting);
+  const char *const settings[] = {setting, "HZ_SHOW_STATS=1",
+                                  caches ? NULL : "HZ_CPU_CACHE=0", NULL};
+  child_result_t r = child_run(self, "child-cached", settings);
+  const char *err = r.err != NULL ? r.err : "";
+  CHECK_MSG(r.status == 0, "%s: exit status %d; stderr:\n%s", mode, r.status,
+            err);
+  char *json = read_file(path);
+  CHECK_MSG(json != NULL, "%s: no JSON file %s", mode, path);
+  span_t all = {json, json != NULL ? json + strlen(json) : NULL};
+  const char *said = err;
+  for (size_t k = 0; json != NULL && k < CACHED_CLASSES; k++) {
+    long long block_size = 0;
+    said = strstr(said, "cached: block_size ");
+    bool have = said != NULL &&
+                sscanf(said++, "cached: block_size %lld", &block_size) == 1;
+    CHECK_MSG(have, "%s: block size %zu not said on stderr:\n%s", mode, k, err);
+    if (!have) break;
+    check_cached_class(mode, all, err, block_size);
+  }
+  span_t waiting, front;
+  CHECK_MSG(json != NULL &&
+                json_nested(all, "free_waiting", '{', '}', &waiting) &&
+                json_nested(all, "front_end", '{', '}', &front) &&
+                num(waiting, "cpu_caches") >= 0 &&
+                num(waiting, "cpu_caches") == num(front, "cached_blocks"),
+            "%s: free_waiting.cpu_caches is not front_end.cached_blocks", mode);
+  if (check_failures != failures_before)
+    fprintf(stderr, "%s: stderr:\n%s", mode, err);
   unlink(path);
   free(json);
   free(r.err);
@@ -730,6 +874,8 @@ int main(int argc, char **argv) {
     return child_exact_main(false);
   if (argc > 1 && strcmp(argv[1], "child-exact-trim") == 0)
     return child_exact_main(true);
+  if (argc > 1 && strcmp(argv[1], "child-cached") == 0)
+    return child_cached_main();
   if (argc > 1 && strcmp(argv[1], "child-rss-json") == 0)
     return child_rss_main(false);
   if (argc > 1 && strcmp(argv[1], "child-rss-print") == 0)
@@ -742,6 +888,11 @@ int main(int argc, char **argv) {
     exact_run(argv[0], "child-exact");
     exact_run(argv[0], "child-exact-trim");
     return check_report("stats_test exact");
+  }
+  if (argc > 1 && strcmp(argv[1], "cached") == 0) {
+    cached_run(argv[0], true);
+    cached_run(argv[0], false);
+    return check_report("stats_test cached");
   }
 
   char path[128], setting[160];

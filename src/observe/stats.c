@@ -2,10 +2,13 @@
  * and hz_stats_print(), or written as JSON (HZ_STATS_JSON).
  *
  * Per-class allocations and frees are counted by each thread in its bins
- * (heap box: frees derived from the bin's contents) and merged here. The
+ * (heap box: frees derived from the bin's contents) and merged here; the
+ * blocks waiting in the per-CPU caches and depots, whose frees no heap
+ * counted, are added to the frees (the front end's count by class). The
  * live count per class is kept from what threads publish on their slow
  * paths (every 64 blocks of change), so its peak is exact to within 64
- * blocks per thread; live at the time of a report is exact: allocations -
+ * blocks per thread (and the blocks the caches held then); live at the
+ * time of a report is exact once threads are joined: allocations -
  * frees. */
 #include "stats.h"
 
@@ -91,20 +94,40 @@ static size_t peak_rss(size_t rss) {
   return peak > rss ? peak : rss;
 }
 
-/* One size class as the report shows it. */
+/* One size class as the report shows it; `cached` of its frees are the
+ * blocks waiting in the per-CPU caches and depots. */
 typedef struct {
-  uint64_t allocs, frees, remote_frees;
+  uint64_t allocs, frees, remote_frees, cached;
   int64_t live, peak;
 } class_row_t;
 
-/* Where the free blocks wait, in the four places a free block can be:
+/* A free onto a CPU cache counts nothing, nor does a malloc that takes the
+ * block back (a count in a section is one more store on every call), so
+ * the heaps' allocations - frees count every block the caches and depots
+ * hold as live: those are added to the frees. Remote frees stay those that
+ * went home through a stash (the batches the report counts). */
+static class_row_t class_row(const hz_heap_summary_t *h, int c) {
+  const hz_class_stats_t *k = &h->classes[c];
+  uint64_t orphans = GET(orphan_frees[c]); /* always another heap's block */
+  uint64_t cached = h->front.cached[c];
+  class_row_t row = {.allocs = k->allocs,
+                     .frees = k->frees + orphans + cached,
+                     .remote_frees = k->remote_frees + orphans,
+                     .cached = cached,
+                     .peak = GET(class_peak[c])};
+  row.live = (int64_t)(row.allocs - row.frees);
+  if (row.peak < row.live) row.peak = row.live;
+  return row;
+}
+
+/* Where the free blocks wait, in the five places a free block can be:
  * its freeing thread's bin, that thread's stash (bound for another heap),
- * its owner's inbox, or back on its page. Pages count the others as in
- * use, so bins are what pages hold in use beyond the program's live blocks
- * and the blocks on their way home; a snapshot, as good as the counts
- * threads last published. */
+ * its owner's inbox, a CPU cache or depot, or back on its page. Pages count
+ * all but the last as in use, so bins are what pages hold in use beyond
+ * the program's live blocks and the blocks in the other three; a snapshot,
+ * as good as the counts threads last published. */
 typedef struct {
-  uint64_t bins, stashes, inboxes, pages;
+  uint64_t bins, stashes, inboxes, caches, pages;
 } waiting_t;
 
 static uint64_t at_least_zero(int64_t n) { return n > 0 ? (uint64_t)n : 0; }
@@ -112,28 +135,18 @@ static uint64_t at_least_zero(int64_t n) { return n > 0 ? (uint64_t)n : 0; }
 static waiting_t waiting_of(const hz_heap_summary_t *h) {
   int64_t live = 0, remote = 0, orphans = 0;
   for (int c = 1; c < HZ_CLASS_COUNT; c++) {
-    const hz_class_stats_t *k = &h->classes[c];
+    live += class_row(h, c).live; /* cached blocks and orphans' frees out */
+    remote += (int64_t)h->classes[c].remote_frees;
     orphans += (int64_t)GET(orphan_frees[c]);
-    remote += (int64_t)k->remote_frees;
-    live += (int64_t)(k->allocs - k->frees);
   }
-  live -= orphans; /* frees by threads without a heap, counted apart */
+  int64_t caches = (int64_t)h->front.cached_blocks;
   int64_t published = (int64_t)h->counters.stash_published;
   int64_t stashes = remote - published;
   int64_t inboxes = published + orphans - (int64_t)h->counters.drained_blocks;
-  int64_t bins = (int64_t)h->blocks_live - live - stashes - inboxes;
+  int64_t bins = (int64_t)h->blocks_live - live - stashes - inboxes - caches;
   return (waiting_t){at_least_zero(bins), at_least_zero(stashes),
-                     at_least_zero(inboxes), h->blocks_free_on_pages};
-}
-
-static class_row_t class_row(const hz_heap_summary_t *h, int c) {
-  const hz_class_stats_t *k = &h->classes[c];
-  uint64_t orphans = GET(orphan_frees[c]); /* always another heap's block */
-  class_row_t row = {k->allocs, k->frees + orphans, k->remote_frees + orphans,
-                     0, GET(class_peak[c])};
-  row.live = (int64_t)(row.allocs - row.frees);
-  if (row.peak < row.live) row.peak = row.live;
-  return row;
+                     at_least_zero(inboxes), (uint64_t)caches,
+                     h->blocks_free_on_pages};
 }
 
 /* Remote frees over every class: those heaps counted (published in
@@ -178,7 +191,7 @@ static sync_total_t sync_total(const hz_heap_summary_t *h,
   sync_total_t t = {0};
   for (int c = 1; c < HZ_CLASS_COUNT; c++) {
     class_row_t r = class_row(h, c);
-    t.ops += r.allocs + r.frees;
+    t.ops += r.allocs + r.frees - r.cached; /* the bins' operations */
   }
   t.ops += GET(large_allocs) + GET(large_frees);
   for (int k = 0; k < HZ_LOCK_KINDS; k++)
@@ -235,9 +248,10 @@ void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
   waiting_t w = waiting_of(h);
   hz_os_print(
       "  free blocks    %llu in bins, %llu in stashes, %llu in inboxes, "
-      "%llu on pages\n",
+      "%llu in CPU caches, %llu on pages\n",
       (unsigned long long)w.bins, (unsigned long long)w.stashes,
-      (unsigned long long)w.inboxes, (unsigned long long)w.pages);
+      (unsigned long long)w.inboxes, (unsigned long long)w.caches,
+      (unsigned long long)w.pages);
   hz_os_print("  slow mallocs   %llu\n", (unsigned long long)c->slow_mallocs);
   remote_total_t remote = remote_total(h);
   hz_os_print("  remote frees   %llu in %llu batches (%.1f per batch; %llu one "
@@ -407,9 +421,10 @@ bool hz_stats_write_json(const char *path, const hz_heap_summary_t *h,
   waiting_t w = waiting_of(h);
   json_add(&j,
            "  \"free_waiting\": {\"bins\": %llu, \"stashes\": %llu, "
-           "\"inboxes\": %llu, \"pages\": %llu},\n",
+           "\"inboxes\": %llu, \"cpu_caches\": %llu, \"pages\": %llu},\n",
            (unsigned long long)w.bins, (unsigned long long)w.stashes,
-           (unsigned long long)w.inboxes, (unsigned long long)w.pages);
+           (unsigned long long)w.inboxes, (unsigned long long)w.caches,
+           (unsigned long long)w.pages);
   const hz_front_end_stats_t *f = &h->front;
   json_add(&j,
            "  \"front_end\": {\"name\": \"%s\", \"depot_puts\": %llu, "

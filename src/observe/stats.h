@@ -36,7 +36,7 @@ typedef struct {
 } hz_class_stats_t;
 
 /* The front end in use and, for the per-CPU caches (cpu_cache box), their
- * batches and section restarts. */
+ * batches, section restarts and the blocks they hold. */
 typedef struct {
   const char *name;
   uint64_t depot_puts;    /* batches from caches into depots */
@@ -47,6 +47,9 @@ typedef struct {
   uint64_t restarts;      /* sections started again, every thread's */
   uint64_t bypassed;      /* times a class was found one-way */
   uint64_t churn_rounds;  /* rounds off for threads exiting fast */
+  /* cached_blocks by class: frees no heap counted (the pushes are not
+   * counted), which the report adds to the class's frees. */
+  uint64_t cached[HZ_CLASS_COUNT];
 } hz_front_end_stats_t;
 
 /* The guarded sample (guard box). */

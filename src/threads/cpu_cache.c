@@ -428,15 +428,34 @@ void hz_cpu_cache_fork_child(void) {
   hz_lock_reinit(&drain_lock);
 }
 
+/* The blocks of class `cls` every CPU's cache and the depot hold: each top
+ * and the depot's count read once, no lock taken. While threads run it is a
+ * snapshot (a batch on its way between a cache and the depot is in
+ * neither); once they are joined nothing moves and it is exact. */
+static uint64_t class_cached(int cls) {
+  uint64_t blocks =
+      (uint64_t)HZ_SHARED_GET(depots[cls].batches) * class_batch((size_t)cls);
+  for (long cpu = 0; cpu < cache_count; cpu++)
+    blocks += HZ_SHARED_GET(hz_cpu_caches[cpu].top[cls]);
+  return blocks;
+}
+
 uint64_t hz_cpu_cache_blocks(void) {
   uint64_t blocks = 0;
   if (!hz_cpu_cache_on) return 0;
-  for (long cpu = 0; cpu < cache_count; cpu++)
-    for (int c = 1; c < HZ_CPU_CLASSES; c++)
-      blocks += HZ_SHARED_GET(hz_cpu_caches[cpu].top[c]);
   for (int c = 1; c < HZ_CPU_CLASSES; c++)
-    blocks +=
-        (uint64_t)HZ_SHARED_GET(depots[c].batches) * class_batch((size_t)c);
+    blocks += class_cached(c);
+  return blocks;
+}
+
+/* Each class's blocks in caches and depots into cached[class] (0 for
+ * classes the caches never hold); their sum. */
+static uint64_t cached_by_class(uint64_t cached[HZ_CLASS_COUNT]) {
+  uint64_t blocks = 0;
+  memset(cached, 0, HZ_CLASS_COUNT * sizeof cached[0]);
+  if (!hz_cpu_cache_on) return 0;
+  for (int c = 1; c < HZ_CPU_CLASSES; c++)
+    blocks += cached[c] = class_cached(c);
   return blocks;
 }
 
@@ -451,7 +470,7 @@ void hz_cpu_cache_stats(hz_front_end_stats_t *out) {
   out->depot_takes = HZ_SHARED_GET(counts.depot_takes);
   out->overflows = HZ_SHARED_GET(counts.overflows);
   out->drains = HZ_SHARED_GET(counts.drains);
-  out->cached_blocks = hz_cpu_cache_blocks();
+  out->cached_blocks = cached_by_class(out->cached);
   out->restarts = HZ_SHARED_GET(exited_restarts) + hz_cpu_restarts;
   out->bypassed = HZ_SHARED_GET(counts.bypassed);
   out->churn_rounds = HZ_SHARED_GET(counts.churn_rounds);

@@ -146,8 +146,9 @@ void hz_cpu_cache_fork_prepare(void);
 void hz_cpu_cache_fork_parent(void);
 void hz_cpu_cache_fork_child(void);
 
-/* The front end for the stats report (this thread's restarts included),
- * the blocks caches and depots hold now, and a thread's restarts kept
+/* The front end for the stats report (this thread's restarts included,
+ * and the blocks caches and depots hold now, by class: frees the heaps did
+ * not count), the blocks they hold in all, and a thread's restarts kept
  * when it exits. */
 void hz_cpu_cache_stats(hz_front_end_stats_t *out);
 uint64_t hz_cpu_cache_blocks(void);
