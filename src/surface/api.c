@@ -138,12 +138,12 @@ static void api_debug_free(void *p) {
 /* ---------------------------------------------------------------------------
  * malloc, free, calloc, usable size, realloc
  * ------------------------------------------------------------------------- */
-HZ_EXPORT void *hz_malloc(size_t size) {
+HZ_EXPORT HZ_HOT(2) void *hz_malloc(size_t size) {
   if (HZ_CANARY) return api_debug_alloc(size, 0, false);
   return hz_fast_malloc(size);
 }
 
-HZ_EXPORT void hz_free(void *ptr) {
+HZ_EXPORT HZ_HOT(3) void hz_free(void *ptr) {
   if (HZ_CANARY)
     api_debug_free(ptr);
   else

@@ -19,10 +19,10 @@
 
 /* The two hottest names get the inline fast paths themselves (no jump),
  * except in the debug variant, whose canaries live in the api box. */
-HZ_EXPORT void *malloc(size_t size) {
+HZ_EXPORT HZ_HOT(0) HZ_HOT_PAGE void *malloc(size_t size) {
   return HZ_CANARY ? hz_malloc(size) : hz_fast_malloc(size);
 }
-HZ_EXPORT void free(void *ptr) {
+HZ_EXPORT HZ_HOT(1) void free(void *ptr) {
   if (HZ_CANARY)
     hz_free(ptr);
   else

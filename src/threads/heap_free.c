@@ -182,7 +182,7 @@ static HZ_NOINLINE void heap_run_stops(hz_heap_t *heap, void *p) {
   hz_heap_leave(heap);
 }
 
-void hz_heap_free_next(hz_heap_t *heap, hz_page_t *page, void *p) {
+HZ_HOT(4) void hz_heap_free_next(hz_heap_t *heap, hz_page_t *page, void *p) {
   if (HZ_UNLIKELY(!hz_heap_try_enter(heap))) {
     hz_heap_free_remote_plain(heap, page, p);
     return;
