@@ -25,7 +25,7 @@ test:
 # end's fallback), less the tests that do not depend on it: packaging,
 # benchmarks, documentation, the fuzzers and the sanitizer and valgrind
 # runs (which never see rseq).
-NO_RSEQ_SKIP = ^(fuzz|setup|deb|install|apps|bench|programs|prof|docs|layers|boxes|static|wrapper|man|memcheck|stress.valgrind|.*tsan)
+NO_RSEQ_SKIP = ^(fuzz|setup|deb|install|apps|bench|programs|prof|docs|layers|boxes|placement|static|wrapper|man|memcheck|stress.valgrind|.*tsan)
 
 # `make bench` runs the default comparison (about 12 minutes);
 # `make bench ARGS="--full"` the whole matrix; ARGS="--help" for the rest.
