@@ -874,33 +874,55 @@ static void case_signal_reentry(void) {
   }
 }
 
-/* A signal handler that allocates, interrupting new threads' first
- * allocation and their exit, which take the heap pool's lock: the secure
+/* A signal handler that allocates, interrupting a new thread's first
+ * allocation or its exit, which take the heap pool's lock: the secure
  * variants stop with one line (before, the thread waited for itself on
- * the lock forever). The main thread signals each new thread until it has
- * allocated and is gone; up to 120 s for a signal to land there (under
- * two busy loops on 2 CPUs it took 0.3 to 10 s). */
-static atomic_int first_done;
+ * the lock forever). The library calls this hook with the pool lock held
+ * (secure variants; the executable exports it, tests/CMakeLists.txt), and
+ * a thread that armed it raises the signal there: the handler lands inside
+ * the locked region every time. Sending signals until one landed there by
+ * chance took 1 to 14 s alone and failed 5 runs of 5 after 120 s beside
+ * two busy loops. */
+static _Thread_local bool raise_in_pool;
+
+void hz_test_pool_locked(void);
+void hz_test_pool_locked(void) {
+  if (!raise_in_pool) return;
+  raise_in_pool = false;
+  raise(SIGUSR1); /* delivered before raise returns */
+}
 
 static void *first_allocation(void *arg) {
   (void)arg;
+  raise_in_pool = true;
   xfree(xmalloc(32));
-  atomic_store(&first_done, 1);
   return NULL;
 }
 
-static void case_signal_first_allocation(void) {
-  alarm(120);
+static void *exit_after_allocation(void *arg) {
+  (void)arg;
+  xfree(xmalloc(32));
+  raise_in_pool = true; /* the pool lock's next taker: its exit */
+  return NULL;
+}
+
+/* The thread runs `body`; the library must have stopped the process
+ * before it is joined. */
+static void signal_in_pool(void *(*body)(void *)) {
   signal(SIGUSR1, allocating_handler);
-  for (;;) {
-    pthread_t t;
-    atomic_store(&first_done, 0);
-    if (pthread_create(&t, NULL, first_allocation, NULL) != 0)
-      child_fail("pthread_create");
-    while (!atomic_load(&first_done))
-      pthread_kill(t, SIGUSR1);
-    pthread_join(t, NULL);
-  }
+  pthread_t t;
+  if (pthread_create(&t, NULL, body, NULL) != 0) child_fail("pthread_create");
+  pthread_join(t, NULL);
+  child_fail("no signal landed with the pool lock held: is "
+             "hz_test_pool_locked exported by the test and called?");
+}
+
+static void case_signal_first_allocation(void) {
+  signal_in_pool(first_allocation);
+}
+
+static void case_signal_thread_exit(void) {
+  signal_in_pool(exit_after_allocation);
 }
 
 /* ---------------------------------------------------------------------------
@@ -1056,6 +1078,8 @@ static const case_t cases[] = {
      E "double free of ", NULL, NULL},
     {"signal_first_allocation", case_signal_first_allocation, SEC | DBG,
      OUT_ABORT, 0, REENTERED, NULL, NULL, NULL},
+    {"signal_thread_exit", case_signal_thread_exit, SEC | DBG, OUT_ABORT, 0,
+     REENTERED, NULL, NULL, NULL},
     UNLISTED_STEER("steer.page_list_64", case_steer_64),
     UNLISTED_STEER("steer.page_list_1024", case_steer_1024),
     STEERED("steer.cross_thread", case_steer_cross_thread),

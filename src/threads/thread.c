@@ -75,6 +75,12 @@ static HZ_NOINLINE void pool_reentered(void) {
                   "async-signal-safe");
 }
 
+/* A test's hook, called by the secure variants with the pool lock held:
+ * a test that raises a signal there lands its handler inside the locked
+ * region every time, not by chance (tests/security_test.c). Weak, so a
+ * program that defines none pays a compare, and only in those variants. */
+extern void hz_test_pool_locked(void) __attribute__((weak));
+
 static void pool_take(void) {
   if (HZ_SECURE) {
     if (HZ_UNLIKELY(pool_held)) pool_reentered();
@@ -82,6 +88,8 @@ static void pool_take(void) {
     atomic_signal_fence(memory_order_seq_cst);
   }
   hz_lock(&pool_lock);
+  if (HZ_SECURE && HZ_UNLIKELY(hz_test_pool_locked != NULL))
+    hz_test_pool_locked();
 }
 
 static void pool_give(void) {
