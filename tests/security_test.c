@@ -27,6 +27,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1077,33 +1078,127 @@ static void case_signal_reentry(void) {
   }
 }
 
-/* A signal handler that allocates, interrupting new threads' first
- * allocation and their exit, which take the heap pool's lock: the secure
+/* A signal handler that allocates, interrupting a new thread's first
+ * allocation or its exit, which take the heap pool's lock: the secure
  * variants stop with one line (before, the thread waited for itself on
- * the lock forever). The main thread signals each new thread until it has
- * allocated and is gone; up to 120 s for a signal to land there (under
- * two busy loops on 2 CPUs it took 0.3 to 10 s). */
-static atomic_int first_done;
+ * the lock forever). The library calls this hook with the pool lock held
+ * (secure variants; the executable exports it, tests/CMakeLists.txt), and
+ * a thread that armed it raises the signal there: the handler lands inside
+ * the locked region every time. Sending signals until one landed there by
+ * chance took 1 to 14 s alone and failed 5 runs of 5 after 120 s beside
+ * two busy loops. */
+static _Thread_local bool raise_in_pool;
+
+void hz_test_pool_locked(void);
+void hz_test_pool_locked(void) {
+  if (!raise_in_pool) return;
+  raise_in_pool = false;
+  raise(SIGUSR1); /* delivered before raise returns */
+}
 
 static void *first_allocation(void *arg) {
   (void)arg;
+  raise_in_pool = true;
   xfree(xmalloc(32));
-  atomic_store(&first_done, 1);
   return NULL;
 }
 
-static void case_signal_first_allocation(void) {
-  alarm(120);
+static void *exit_after_allocation(void *arg) {
+  (void)arg;
+  xfree(xmalloc(32));
+  raise_in_pool = true; /* the pool lock's next taker: its exit */
+  return NULL;
+}
+
+/* The thread runs `body`; the library must have stopped the process
+ * before it is joined. */
+static void signal_in_pool(void *(*body)(void *)) {
   signal(SIGUSR1, allocating_handler);
-  for (;;) {
-    pthread_t t;
-    atomic_store(&first_done, 0);
-    if (pthread_create(&t, NULL, first_allocation, NULL) != 0)
-      child_fail("pthread_create");
-    while (!atomic_load(&first_done))
-      pthread_kill(t, SIGUSR1);
-    pthread_join(t, NULL);
+  pthread_t t;
+  if (pthread_create(&t, NULL, body, NULL) != 0) child_fail("pthread_create");
+  pthread_join(t, NULL);
+  child_fail("no signal landed with the pool lock held: is "
+             "hz_test_pool_locked exported by the test and called?");
+}
+
+static void case_signal_first_allocation(void) {
+  signal_in_pool(first_allocation);
+}
+
+static void case_signal_thread_exit(void) {
+  signal_in_pool(exit_after_allocation);
+}
+
+/* A signal handler that allocates, landing in the mmap of a new thread's
+ * heap. The mapping runs with no lock held: the handler's malloc takes a
+ * heap for the thread, which goes on with that one, the heap it mapped
+ * going to the pool; no line, in every variant. With the pool lock held
+ * across the mmap, release waited for itself (and every thread starting
+ * after it for the lock: a timer signal's handler that allocated while
+ * threads started hung 4 runs in 10) and the secure variants stopped. This
+ * program's mmap, which the library calls, raises the signal in the armed
+ * thread's first mapping: its heap's, the pool being empty (no thread of
+ * the child has exited). Afterwards no more heaps are live than before: a
+ * heap bound over the handler's would be left live for ever. */
+static _Thread_local bool raise_in_map;
+static atomic_int raised_in_map;
+
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+  void *p = (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+  if (raise_in_map) {
+    int saved = errno;
+    raise_in_map = false;
+    atomic_fetch_add(&raised_in_map, 1);
+    raise(SIGUSR1);
+    errno = saved;
   }
+  return p;
+}
+
+/* Heaps neither pooled nor retired, from the stats report. */
+static long heaps_live(void) {
+  int fd = memfd_create("stats", 0), saved = dup(2);
+  if (fd < 0 || saved < 0)
+    child_fail("memfd_create or dup: %s", strerror(errno));
+  dup2(fd, 2);
+  malloc_stats();
+  dup2(saved, 2);
+  close(saved);
+  char text[16384];
+  ssize_t n = pread(fd, text, sizeof text - 1, 0);
+  close(fd);
+  text[n > 0 ? n : 0] = 0;
+  const char *line = strstr(text, "\n  heaps ");
+  size_t total, pooled, retired;
+  if (line == NULL || sscanf(line + 9, "%zu (%zu pooled, %zu retired)", &total,
+                             &pooled, &retired) != 3)
+    child_fail("no heaps line in the stats report");
+  return (long)(total - pooled - retired);
+}
+
+static void *mapping_allocation(void *arg) {
+  (void)arg;
+  raise_in_map = true;
+  unsigned char *p = xmalloc(32);
+  if (p == NULL) child_fail("malloc failed after the handler's");
+  memset(p, 0x5a, 32);
+  fill_check(p, 32, 0x5a, "the thread's block");
+  xfree(p);
+  return NULL;
+}
+
+static void case_signal_heap_mapping(void) {
+  signal(SIGUSR1, allocating_handler);
+  long before = heaps_live();
+  pthread_t t;
+  if (pthread_create(&t, NULL, mapping_allocation, NULL) != 0)
+    child_fail("pthread_create");
+  pthread_join(t, NULL);
+  if (atomic_load(&raised_in_map) != 1)
+    child_fail("the thread's first allocation mapped nothing: no signal");
+  long after = heaps_live();
+  if (after != before)
+    child_fail("%ld heaps live after the thread, %ld before", after, before);
 }
 
 /* ---------------------------------------------------------------------------
@@ -1282,6 +1377,10 @@ static const case_t cases[] = {
      E "double free of ", NULL, NULL},
     {"signal_first_allocation", case_signal_first_allocation, SEC | DBG,
      OUT_ABORT, 0, REENTERED, NULL, NULL, NULL},
+    {"signal_thread_exit", case_signal_thread_exit, SEC | DBG, OUT_ABORT, 0,
+     REENTERED, NULL, NULL, NULL},
+    {"signal_heap_mapping", case_signal_heap_mapping, SEC | DBG | REL,
+     OUT_CLEAN, OUT_CLEAN, NULL, NULL, NULL, NULL},
     UNLISTED_STEER("steer.page_list_64", case_steer_64),
     UNLISTED_STEER("steer.page_list_1024", case_steer_1024),
     STEERED("steer.cross_thread", case_steer_cross_thread),

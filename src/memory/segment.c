@@ -172,26 +172,33 @@ static hz_segment_t *segment_map_new(void) {
 }
 
 /* An empty segment for a set: a cached one (its slices maybe resident),
- * else one from the arena, else one of its own. */
+ * else one from the arena, else one of its own. Of the system calls, only
+ * the arena's commit (an mprotect, once per segment of its span) runs
+ * under the segment lock, which orders the arena's span: a segment mapped
+ * on its own (mmap, munmap, madvise) and the secure variants' guard pages
+ * (two mprotects) are made before the segment is linked where the purge
+ * can see it, and no other thread waits for them. */
 static hz_segment_t *segment_acquire(void) {
   hz_lock(&segment_lock);
   hz_segment_t *seg = segment_cache;
   if (seg != NULL) {
     segment_cache = seg->next;
     segment_cache_count--;
-  } else {
-    seg = hz_arena_take();
-    if (seg != NULL)
-      segment_format(seg, false);
-    else
-      seg = segment_map_new();
-    if (seg != NULL) {
-      hz_segment_guard(seg, HZ_SEGMENT_SIZE);
-      all_link(seg);
-      atomic_fetch_add_explicit(&segment_live, 1, memory_order_relaxed);
-    }
+    hz_unlock(&segment_lock);
+    return seg;
   }
+  seg = hz_arena_take();
   hz_unlock(&segment_lock);
+  if (seg != NULL)
+    segment_format(seg, false);
+  else
+    seg = segment_map_new();
+  if (seg == NULL) return NULL;
+  hz_segment_guard(seg, HZ_SEGMENT_SIZE);
+  hz_lock(&segment_lock);
+  all_link(seg);
+  hz_unlock(&segment_lock);
+  atomic_fetch_add_explicit(&segment_live, 1, memory_order_relaxed);
   return seg;
 }
 

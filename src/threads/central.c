@@ -41,11 +41,7 @@ void *hz_central_malloc(hz_heap_t *heap, size_t size) {
 
 /* The shared pages' heaps exist (mapped at the first use). */
 static bool central_ready(void) {
-  if (HZ_LIKELY(hz_central_base() != NULL)) return true;
-  hz_lock(&make_lock);
-  bool ready = central != NULL || central_make();
-  hz_unlock(&make_lock);
-  return ready;
+  return HZ_LIKELY(hz_central_base() != NULL) || central_make();
 }
 
 void *hz_central_malloc_alone(size_t size) {
@@ -59,15 +55,26 @@ void *hz_central_malloc_alone(size_t size) {
 }
 
 /* The heaps' memory: zeros until a class's first refill sets its heap up,
- * and only the lines a refill uses are ever touched. */
+ * and only the lines a refill uses are ever touched. Mapped before the
+ * lock is taken: the first may be a young thread without a heap, whose
+ * signal handler's malloc would come here too and wait for the lock its
+ * own thread held across the mmap. Of two threads mapping at once, the
+ * first to take the lock installs its mapping and the other unmaps. */
 static bool central_make(void) {
   size_t span = HZ_CENTRAL_CLASSES * sizeof(hz_heap_t);
-  hz_heap_t *heaps = hz_os_map(HZ_ALIGN_UP(span, 4096));
-  if (heaps == NULL) return false;
-  for (int c = 0; c < HZ_CENTRAL_CLASSES; c++)
-    hz_lock_reinit(&class_lock[c]);
-  hz_heap_set_shared_range(heaps, span);
-  __atomic_store_n(&central, heaps, __ATOMIC_RELEASE);
+  size_t size = HZ_ALIGN_UP(span, 4096);
+  hz_heap_t *heaps = hz_os_map(size);
+  if (heaps == NULL) return hz_central_base() != NULL;
+  hz_lock(&make_lock);
+  bool mine = central == NULL;
+  if (mine) {
+    for (int c = 0; c < HZ_CENTRAL_CLASSES; c++)
+      hz_lock_reinit(&class_lock[c]);
+    hz_heap_set_shared_range(heaps, span);
+    __atomic_store_n(&central, heaps, __ATOMIC_RELEASE);
+  }
+  hz_unlock(&make_lock);
+  if (!mine) hz_os_unmap(heaps, size);
   return true;
 }
 

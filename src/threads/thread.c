@@ -75,6 +75,12 @@ static HZ_NOINLINE void pool_reentered(void) {
                   "async-signal-safe");
 }
 
+/* A test's hook, called by the secure variants with the pool lock held:
+ * a test that raises a signal there lands its handler inside the locked
+ * region every time, not by chance (tests/security_test.c). Weak, so a
+ * program that defines none pays a compare, and only in those variants. */
+extern void hz_test_pool_locked(void) __attribute__((weak));
+
 static void pool_take(void) {
   if (HZ_SECURE) {
     if (HZ_UNLIKELY(pool_held)) pool_reentered();
@@ -82,6 +88,8 @@ static void pool_take(void) {
     atomic_signal_fence(memory_order_seq_cst);
   }
   hz_lock(&pool_lock);
+  if (HZ_SECURE && HZ_UNLIKELY(hz_test_pool_locked != NULL))
+    hz_test_pool_locked();
 }
 
 static void pool_give(void) {
@@ -149,12 +157,20 @@ static void process_init(void) {
 /* ---------------------------------------------------------------------------
  * The heap pool
  * ------------------------------------------------------------------------- */
-static hz_heap_t *heap_new_locked(void) {
+/* A new heap, mapped and set up before the pool lock is taken: no system
+ * call runs under a process-wide lock that a thread's first allocation
+ * takes. A signal handler's malloc landing in the mmap then takes a heap
+ * of its own (see thread_bind) instead of waiting for the lock its own
+ * thread holds, and other threads' first allocations do not queue behind
+ * the kernel. Nobody can reach the heap before it is on the list. */
+static hz_heap_t *heap_new(void) {
   hz_heap_t *heap = hz_os_map(HEAP_MAP_SIZE);
   if (heap == NULL) return NULL;
   hz_heap_init(heap);
+  pool_take();
   HZ_LIST_PUSH_FRONT(&heaps_all, first, last, heap, next_all, prev_all);
   heaps_made++;
+  pool_give();
   return heap;
 }
 
@@ -195,15 +211,14 @@ static bool heap_retire(hz_heap_t *heap) {
   return retire;
 }
 
+/* A pooled heap, else a new one (mapped with the pool lock released). */
 static hz_heap_t *heap_take(void) {
   pool_take();
   hz_heap_t *heap = pool_pop_locked();
-  if (heap != NULL) {
+  if (heap != NULL)
     HZ_SHARED_SET(heap->state, HZ_HEAP_LIVE); /* a collector may read it */
-  } else {
-    heap = heap_new_locked();
-  }
   pool_give();
+  if (heap == NULL) heap = heap_new();
   /* a collector may be emptying its bins */
   if (heap != NULL) hz_heap_wait_unclaimed(heap);
   return heap;
@@ -552,8 +567,11 @@ static void thread_exit(void *value) {
   heap_pool_locked(heap);
   HZ_SHARED_ADD(heaps_live, -1);
   HZ_SHARED_ADD(threads_exited, 1);
-  if (heaps_live == 0) pthread_cond_signal(&purge_wake);
+  bool last = heaps_live == 0;
   pool_give();
+  /* After the lock: a wake is a system call. The purge thread reads
+   * heaps_live under the lock before it waits, so it cannot miss it. */
+  if (last) pthread_cond_signal(&purge_wake);
 }
 
 static void fork_prepare(void) {
@@ -607,11 +625,27 @@ static void install_hooks(void) {
   atomic_store_explicit(&hooks_state, 2, memory_order_release);
 }
 
+/* Make `heap`, just taken, the thread's own; false if a signal handler's
+ * malloc, landing while heap_take mapped it, gave the thread one already:
+ * that one stays (bound and counted) and `heap` goes to the pool. Bound
+ * over it, the first would stay live for ever, and with heaps_live never
+ * back at 0 the purge thread would keep the process alive. */
+static bool thread_bind(hz_heap_t *heap) {
+  if (HZ_UNLIKELY(hz_heap_tls != &hz_heap_empty)) {
+    pool_take();
+    heap_pool_locked(heap);
+    pool_give();
+    return false;
+  }
+  hz_heap_tls = heap;
+  return true;
+}
+
 hz_heap_t *hz_thread_attach(void) {
   process_init();
   hz_heap_t *heap = heap_take();
   if (heap == NULL) return NULL;
-  hz_heap_tls = heap;
+  if (!thread_bind(heap)) return hz_heap_tls;
   install_hooks();
   pthread_setspecific(thread_key, heap);
   pool_take();
@@ -633,7 +667,7 @@ static hz_heap_t *thread_rebind_exiting(void) {
   if (exit_rounds >= PTHREAD_DESTRUCTOR_ITERATIONS) return NULL;
   hz_heap_t *heap = heap_take();
   if (heap == NULL) return NULL;
-  hz_heap_tls = heap;
+  if (!thread_bind(heap)) return hz_heap_tls;
   pthread_setspecific(thread_key, heap);
   pool_take();
   HZ_SHARED_ADD(heaps_live, 1);
