@@ -329,13 +329,8 @@ static int by_pointer(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Every block taken is distinct: none was handed to two holders. Before
- * the check, malloc_trim sends every block home (a copy waiting in a
- * per-CPU cache leaves it there), and main and a new thread take more. */
-static void df_distinct(void) {
-  malloc_trim(0);
-  df_take(NULL);
-  df_run_thread(df_take, NULL);
+/* Every block taken is distinct: none was handed to two holders. */
+static void df_none_twice(void) {
   qsort(df_taken, (size_t)df_count, sizeof *df_taken, by_pointer);
   for (int i = 1; i < df_count; i++)
     if (df_taken[i] < df_taken[i - 1] + df_size)
@@ -343,9 +338,22 @@ static void df_distinct(void) {
                  (void *)df_taken[i]);
 }
 
+/* Before the check, malloc_trim sends every block home (a copy waiting in
+ * a per-CPU cache leaves it there), and main and a new thread take more. */
+static void df_distinct(void) {
+  malloc_trim(0);
+  df_take(NULL);
+  df_run_thread(df_take, NULL);
+  df_none_twice();
+}
+
+/* Room for what the route cases take: five takers of 8,000 blocks, and
+ * one df_take. */
+enum { DF_ROOM = 16 * DF_TAKE };
+
 static void df_begin(size_t size) {
   df_size = size;
-  df_taken = calloc(5 * DF_TAKE, sizeof *df_taken);
+  df_taken = calloc(DF_ROOM, sizeof *df_taken);
   if (df_taken == NULL) child_fail("calloc failed");
 }
 
@@ -481,7 +489,7 @@ static void *route_take(void *arg) {
     for (int i = 0; i < n; i++) {
       unsigned char *p = xmalloc(df_size);
       if (p == NULL) child_fail("malloc(%zu) failed", df_size);
-      p[0] = 0x3C;
+      p[0] = 0x3C; /* a write, not the whole block: 40 threads trade */
       df_taken[__atomic_fetch_add(&df_count, 1, __ATOMIC_RELAXED)] = p;
     }
   return NULL;
@@ -497,17 +505,7 @@ static void route_take_all(void) {
       child_fail("pthread_create");
   for (int i = 0; i < ROUTE_TAKERS; i++)
     pthread_join(t[i], NULL);
-  qsort(df_taken, (size_t)df_count, sizeof *df_taken, by_pointer);
-  for (int i = 1; i < df_count; i++)
-    if (df_taken[i] < df_taken[i - 1] + df_size)
-      child_fail("%p handed out twice after the double free",
-                 (void *)df_taken[i]);
-}
-
-static void route_begin(size_t size) {
-  df_size = size;
-  df_taken = calloc(12 * 4000 + 16, sizeof *df_taken);
-  if (df_taken == NULL) child_fail("calloc failed");
+  df_none_twice();
 }
 
 /* A thread that never allocated (no heap of its own: its first free takes
@@ -524,7 +522,7 @@ static void *route_free_twice_fresh(void *p) {
 }
 
 static void route_fresh_twice(size_t size, bool stay) {
-  route_begin(size);
+  df_begin(size);
   void *p = xmalloc(size);
   note_addr(p);
   route_stay = stay;
@@ -559,7 +557,7 @@ static void *route_free_and_wait(void *p) {
 }
 
 static void route_first_exits(size_t size) {
-  route_begin(size);
+  df_begin(size);
   void *p = xmalloc(size);
   note_addr(p);
   df_run_thread(route_free_and_exit, p);
@@ -579,6 +577,10 @@ static void route_first_exits(size_t size) {
  * crowded program's rules, shared pages included). */
 enum { ROUTE_CROWD = 40 };
 static atomic_int route_crowd_stop;
+/* Set while the blocks are taken: the crowd stays (its threads hold their
+ * heaps, which is what makes the program crowded) but waits, so the
+ * takers finish within the case's alarm on a loaded machine. */
+static atomic_int route_crowd_waits;
 
 static void *route_trade(void *arg) {
   (void)arg;
@@ -586,6 +588,10 @@ static void *route_trade(void *arg) {
   void *mine[KEEP] = {0};
   static void *_Atomic swap[KEEP];
   for (unsigned i = 0; !atomic_load(&route_crowd_stop); i++) {
+    if (atomic_load(&route_crowd_waits)) {
+      usleep(10 * 1000);
+      continue;
+    }
     unsigned k = i % KEEP;
     void *q = xmalloc(48);
     if (q == NULL) child_fail("malloc(48) failed");
@@ -605,9 +611,12 @@ static void *route_free_once(void *p) {
 }
 
 static void route_owner_and_other(size_t size, bool owner_first, bool crowded) {
-  route_begin(size);
+  df_begin(size);
   pthread_t crowd[ROUTE_CROWD];
   int n = crowded ? ROUTE_CROWD : 0;
+  /* 45 threads beside a busy machine: 0.4 s alone, more than 5 s once in
+   * about 50 runs beside two busy loops. The alarm is for a hang only. */
+  if (crowded) alarm(30);
   atomic_store(&route_crowd_stop, 0);
   for (int i = 0; i < n; i++)
     if (pthread_create(&crowd[i], NULL, route_trade, NULL) != 0)
@@ -619,6 +628,7 @@ static void route_owner_and_other(size_t size, bool owner_first, bool crowded) {
   if (owner_first) xfree(p);
   df_run_thread(route_free_once, p);
   if (!owner_first) xfree(p);
+  atomic_store(&route_crowd_waits, 1);
   route_take_all();
   atomic_store(&route_crowd_stop, 1);
   for (int i = 0; i < n; i++)
@@ -1222,7 +1232,7 @@ typedef struct case_s {
    * address. */
   const char *message;
   const char *alternative;
-  const char *env; /* NAME=value: the child re-executes with it set */
+  const char *env; /* NAME=value ...: the child re-executes with them set */
   void (*after)(const struct case_s *, const char *notes);
 } case_t;
 
@@ -1283,7 +1293,9 @@ static void random_order_after(const case_t *c, const char *notes);
 
 /* The route cases of one size: crowded ones with the caches only (the
  * crowding rules are the front end's) and the purge thread, whose rounds
- * see the crowd. */
+ * see the crowd, without huge pages (the purge thread's MADV_COLLAPSE held
+ * the process's mappings for seconds on a loaded machine: 1 run in 25 past
+ * the case's alarm). */
 #define ROUTE_ENTRIES(size)                                                    \
   DF_CASES_BOTH("double_free.route.fresh_stays_" #size,                        \
                 case_route_fresh_stays_##size),                                \
@@ -1296,9 +1308,11 @@ static void random_order_after(const case_t *c, const char *notes);
       DF_CASES_BOTH("double_free.route.other_first_" #size,                    \
                     case_route_other_first_##size),                            \
       DF_CASE("double_free.route.crowded_owner_first_" #size,                  \
-              case_route_crowded_owner_first_##size, "HZ_PURGE_THREAD=1"),     \
+              case_route_crowded_owner_first_##size,                           \
+              "HZ_PURGE_THREAD=1 HZ_THP=0"),                                   \
       DF_CASE("double_free.route.crowded_other_first_" #size,                  \
-              case_route_crowded_other_first_##size, "HZ_PURGE_THREAD=1")
+              case_route_crowded_other_first_##size,                           \
+              "HZ_PURGE_THREAD=1 HZ_THP=0")
 
 static const case_t cases[] = {
     {"double_free.immediate", case_df_immediate, SEC | DBG | REL, OUT_ABORT,
@@ -1452,9 +1466,11 @@ static void run_child(const case_t *c, result_t *r) {
     if (c->env != NULL) {
       /* Options are read at start-up: a fresh process, same library. */
       char *env = strdup(c->env);
-      char *eq = strchr(env, '=');
-      *eq = 0;
-      setenv(env, eq + 1, 1);
+      for (char *pair = strtok(env, " "); pair; pair = strtok(NULL, " ")) {
+        char *eq = strchr(pair, '=');
+        *eq = 0;
+        setenv(pair, eq + 1, 1);
+      }
       char *args[] = {(char *)self_argv0, (char *)variant_name, "--case",
                       (char *)c->name, NULL};
       execv("/proc/self/exe", args);
