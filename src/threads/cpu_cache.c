@@ -440,14 +440,6 @@ static uint64_t class_cached(int cls) {
   return blocks;
 }
 
-uint64_t hz_cpu_cache_blocks(void) {
-  uint64_t blocks = 0;
-  if (!hz_cpu_cache_on) return 0;
-  for (int c = 1; c < HZ_CPU_CLASSES; c++)
-    blocks += class_cached(c);
-  return blocks;
-}
-
 /* Each class's blocks in caches and depots into cached[class] (0 for
  * classes the caches never hold); their sum. */
 static uint64_t cached_by_class(uint64_t cached[HZ_CLASS_COUNT]) {
@@ -457,6 +449,11 @@ static uint64_t cached_by_class(uint64_t cached[HZ_CLASS_COUNT]) {
   for (int c = 1; c < HZ_CPU_CLASSES; c++)
     blocks += cached[c] = class_cached(c);
   return blocks;
+}
+
+uint64_t hz_cpu_cache_blocks(void) {
+  uint64_t cached[HZ_CLASS_COUNT];
+  return cached_by_class(cached);
 }
 
 void hz_cpu_cache_thread_exit(void) {
