@@ -6,7 +6,7 @@
 set(HZ_LAYERS system policy observe memory threads surface)
 set(HZ_CORE_FILES
   system/os.c system/options.c
-  policy/sizeclass.c policy/check.c
+  policy/sizeclass.c policy/check.c policy/route.c
   observe/stats.c observe/prof.c observe/prof_store.c observe/prof_write.c
   memory/page.c memory/arena.c memory/segment.c memory/large.c
   memory/purge.c memory/guard.c

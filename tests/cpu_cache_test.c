@@ -1,42 +1,31 @@
-/* cpu_cache: the per-CPU front end, through the hz_ API and the stats.
+/* cpu_cache and central: the page decides a block's route, and the class
+ * decision chooses where refills come from (route.h).
  *   - choice: where glibc registered rseq (__rseq_size > 0) and
  *     HZ_CPU_CACHE is not 0 the report names the per-CPU caches, else the
- *     per-thread heaps (CTest runs this test again with
+ *     depots alone (CTest runs this test again with
  *     GLIBC_TUNABLES=glibc.pthread.rseq=0: the fallback);
- *   - reuse: every thread pinned to one CPU, a block thread A allocated and
- *     thread B freed is the block thread C's next malloc of its size
- *     returns (with per-thread heaps, C's own page gives it one);
- *   - restarts: three threads pinned to one CPU trade blocks (every free a
- *     remote one, every malloc served by the CPU's cache) while a fourth
- *     signals them every 50 us, so sections are interrupted (preempted or
- *     signalled): no block is ever handed to two threads at once (each
- *     writes its mark over the whole block and checks it when it frees
- *     it... and when it takes it), and the report counts restarts;
- *   - drain: after hz_collect(true) no block is left in a CPU cache or
- *     depot;
- *   - crowded: a round with more than 4 threads a CPU holding a heap
- *     turns classes above 256 B off (once asking for a drain), smaller
- *     ones stay cached; a round with fewer caches every class again;
- *   - churn: a round that saw more threads exit than hold a heap turns
- *     every class off (once: the drain is asked for when it begins);
+ *   - decision: route.h's rule on counts: a class shares once 1 block in 8
+ *     of its threads' pages is freed by another thread, unless those frees
+ *     come in runs and the program is not crowded; it goes back once fewer
+ *     than 1 in 16 are and the program is not crowded; a class seen too
+ *     little keeps what it does;
+ *   - routes: a shared page's block freed by another thread goes onto that
+ *     thread's bin (its next malloc of the size returns it), a block of
+ *     another thread's own page goes home (never onto a bin or the ladder),
+ *     whatever the class's refills do;
+ *   - ladder: blocks of the shared pages that overflow one thread's bin
+ *     (pinned to CPU 0) go onto the ladder, and another thread on the same
+ *     CPU takes them from there; after hz_collect(true) the ladder is
+ *     empty;
+ *   - restarts: three threads pinned to one CPU trade shared blocks (every
+ *     free a remote one, bins spilling to and refilling from the CPU's
+ *     cache) while a fourth signals them every 50 us, so sections are
+ *     interrupted: no block is ever handed to two threads at once, and the
+ *     report counts restarts;
  *   - unregistered: two threads that unregistered glibc's rseq area (the
  *     kernel then leaves cpu_id at -1 and mm_cid at 0 and restarts no
- *     section) trade blocks: none is ever held by both (they take the
- *     per-thread paths);
- *   - shared: with the shared pages on, every class up to 32 KiB is
- *     SHARED: a bin refilled from them holds their blocks, whose frees go
- *     onto the caches, while a block of another thread's own page goes
- *     home past them; off again, every class is cached as before;
- *   - local: a class whose frees are local (fewer than 1 in 8 of another
- *     heap's block, seen while the class is off) goes off the caches at a
- *     probe within 32 rounds and stays off, goes back on when its frees
- *     turn remote, and is probed again within 32 rounds;
- *   - one_way: a class whose blocks one thread mallocs and another frees
- *     (full caches send batches home, none is taken) bypasses the caches
- *     and stays so until the next probe round, within 32 rounds;
- *   - chain (argument "chain", with the purge thread): chains of threads
- *     that each free their predecessor's blocks and exit make the purge
- *     thread's rounds turn the caches off, and they come back after;
+ *     section) trade shared blocks: none is ever held by both (they skip
+ *     the caches);
  *   - alone (argument "alone"): while more than HZ_SHARED_PAGES (4)
  *     threads a CPU hold a heap, threads that start make their first
  *     mallocs and frees without one (written blocks of the shared pages,
@@ -44,12 +33,12 @@
  *     a new thread takes a heap at once;
  *   - share (argument "share", with the purge thread): more than
  *     HZ_SHARED_PAGES (4) threads a CPU that free only their own blocks
- *     never turn the shared pages on; once they hand blocks round a ring
- *     the rounds turn them on, the threads' mallocs get their blocks (no
- *     block held by two threads at once), and once the threads are gone
- *     the rounds turn them off.
+ *     share no class; once they hand blocks round a ring the rounds make
+ *     classes share, the threads' mallocs get their blocks (no block held
+ *     by two threads at once); once two threads that free their own
+ *     blocks take over, every class turns back to the threads' pages.
  * Without an argument the test runs with HZ_PURGE_THREAD=0 (CTest), so no
- * round of the purge thread changes the modes or drains the caches under
+ * round of the purge thread changes the classes or drains the caches under
  * the steps that set and read them. */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -70,6 +59,7 @@
 #include "check.h"
 #include "cpu_cache.h"
 #include "hakozuna.h"
+#include "route.h"
 #include "sizeclass.h"
 
 static bool per_cpu;
@@ -93,47 +83,145 @@ static void choice(void) {
   const char *env = getenv("HZ_CPU_CACHE");
   bool want = __rseq_size > 0 && !(env != NULL && env[0] == '0');
   const char *name = summary().front.name;
-  per_cpu = strcmp(name, "per-CPU caches (rseq)") == 0;
+  per_cpu = strcmp(name, "per-CPU caches (rseq) and depots") == 0;
   CHECK_MSG(per_cpu == want, "front end \"%s\" with __rseq_size %u", name,
             __rseq_size);
-  if (!want) CHECK(strcmp(name, "per-thread heaps") == 0);
+  if (!want) CHECK(strcmp(name, "depots") == 0);
 }
 
-/* --- reuse ---------------------------------------------------------------- */
-/* Threads A, B and C, alive together (so none takes another's heap), step
- * by step: A mallocs, B frees A's block, C mallocs. */
-enum { REUSE_SIZE = 200 };
-static void *handed, *taken;
+/* The classes of `sizes` share pages (route), or go back. */
+static void set_route(size_t size, hz_central_route_t route) {
+  CHECK(hz_central_set(hz_sizeclass_of(size), route));
+}
+
+/* --- decision -------------------------------------------------------------
+ */
+static bool judged(uint64_t handed, uint64_t remote, uint64_t runs, bool now,
+                   bool crowded) {
+  hz_route_seen_t seen = {.handed = handed, .remote = remote, .runs = runs};
+  return hz_route_shared(&seen, now, crowded);
+}
+
+static void decision(void) {
+  /* too little seen: what it does */
+  CHECK(!judged(1000, 1000, 0, false, false));
+  CHECK(judged(1000, 0, 0, true, false));
+  /* thread pages: 1 in 8 crossing shares, fewer does not */
+  CHECK(judged(8000, 1000, 0, false, false));
+  CHECK(!judged(8000, 999, 0, false, false));
+  /* in runs: a producer and its consumers keep their pages, unless
+   * crowded */
+  CHECK(!judged(8000, 4000, 2000, false, false));
+  CHECK(judged(8000, 4000, 1999, false, false));
+  CHECK(judged(8000, 4000, 4000, false, true));
+  /* shared, seen through the samples: back below 1 in 16, not while
+   * crowded */
+  CHECK(judged(16000, 1000, 0, true, false));
+  CHECK(!judged(16000, 999, 0, true, false));
+  CHECK(judged(16000, 0, 0, true, true));
+  /* crowding */
+  CHECK(hz_route_crowded(9, 2, 4) && !hz_route_crowded(8, 2, 4));
+  CHECK(!hz_route_crowded(1000, 2, 0));
+}
+
+/* --- routes ---------------------------------------------------------------
+ */
+enum { ROUTE_SIZE = 200 };
+static void *route_block, *route_next;
 static pthread_barrier_t step;
 
-static void *reuse_thread(void *arg) {
+/* Thread 0 mallocs, thread 1 frees it and mallocs the size again. */
+static void *route_thread(void *arg) {
   int role = (int)(intptr_t)arg;
-  pin_to_cpu0();
-  if (role == 0) handed = hz_malloc(REUSE_SIZE);
-  if (role == 1) hz_free(hz_malloc(8)); /* B has a heap: its frees are fast */
+  if (role == 0) route_block = hz_malloc(ROUTE_SIZE);
+  if (role == 1) hz_free(hz_malloc(8)); /* a heap of its own */
   pthread_barrier_wait(&step);
-  if (role == 1) hz_free(handed);
-  pthread_barrier_wait(&step);
-  if (role == 2) taken = hz_malloc(REUSE_SIZE);
+  if (role == 1) {
+    hz_free(route_block);
+    route_next = hz_malloc(ROUTE_SIZE);
+  }
   pthread_barrier_wait(&step);
   return NULL;
 }
 
-static void reuse(void) {
-  pthread_barrier_init(&step, NULL, 3);
-  pthread_t t[3];
-  for (int i = 0; i < 3; i++)
-    CHECK(pthread_create(&t[i], NULL, reuse_thread, (void *)(intptr_t)i) == 0);
-  for (int i = 0; i < 3; i++)
+/* route_block as thread 0 mallocs it and thread 1 frees it; whether thread
+ * 1's next malloc of the size returned it. */
+static bool route_trip(hz_central_route_t route) {
+  set_route(ROUTE_SIZE, route);
+  pthread_barrier_init(&step, NULL, 2);
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++)
+    CHECK(pthread_create(&t[i], NULL, route_thread, (void *)(intptr_t)i) == 0);
+  for (int i = 0; i < 2; i++)
     pthread_join(t[i], NULL);
-  CHECK(handed != NULL && taken != NULL);
-  if (per_cpu)
-    CHECK_MSG(taken == handed, "freed %p on CPU 0, the next malloc there %p",
-              handed, taken);
-  else
-    CHECK_MSG(taken != handed, "per-thread heaps: %p came back elsewhere",
-              taken);
-  hz_free(taken);
+  pthread_barrier_destroy(&step);
+  bool again = route_next == route_block;
+  hz_free(route_next);
+  return again;
+}
+
+static void routes(void) {
+  uint64_t held = summary().front.cached_blocks;
+  CHECK_MSG(route_trip(HZ_CENTRAL_SHARED),
+            "a shared page's block freed by another thread did not go onto "
+            "that thread's bin");
+  CHECK(hz_central_holds(hz_segment_block_page(route_block)));
+  hz_collect(true); /* pooled heaps' bins too: the next thread 0 adopts one */
+  CHECK_MSG(!route_trip(HZ_CENTRAL_THREAD),
+            "another thread's own block went onto the freeing thread's bin");
+  CHECK(!hz_central_holds(hz_segment_block_page(route_block)));
+  CHECK_MSG(summary().front.cached_blocks == held,
+            "a block of a thread's page went onto the ladder");
+  hz_collect(true);
+}
+
+/* --- ladder ---------------------------------------------------------------
+ */
+enum { LADDER_BLOCKS = 200, LADDER_SIZE = 64 };
+static void *ladder_freed[LADDER_BLOCKS], *ladder_taken[LADDER_BLOCKS];
+
+static void *ladder_freer(void *arg) {
+  (void)arg;
+  pin_to_cpu0();
+  hz_free(hz_malloc(8));
+  for (int i = 0; i < LADDER_BLOCKS; i++)
+    hz_free(ladder_freed[i]);
+  return NULL;
+}
+
+static void *ladder_taker(void *arg) {
+  (void)arg;
+  pin_to_cpu0();
+  for (int i = 0; i < LADDER_BLOCKS; i++)
+    ladder_taken[i] = hz_malloc(LADDER_SIZE);
+  return NULL;
+}
+
+static void ladder(void) {
+  set_route(LADDER_SIZE, HZ_CENTRAL_SHARED);
+  for (int i = 0; i < LADDER_BLOCKS; i++)
+    ladder_freed[i] = hz_malloc(LADDER_SIZE);
+  uint64_t held = summary().front.cached_blocks;
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, ladder_freer, NULL) == 0);
+  pthread_join(t, NULL);
+  CHECK_MSG(summary().front.cached_blocks > held,
+            "a bin that overflowed with shared blocks left none on the "
+            "ladder");
+  CHECK(pthread_create(&t, NULL, ladder_taker, NULL) == 0);
+  pthread_join(t, NULL);
+  int again = 0;
+  for (int i = 0; i < LADDER_BLOCKS; i++)
+    for (int k = 0; k < LADDER_BLOCKS; k++)
+      again += ladder_taken[i] == ladder_freed[k];
+  CHECK_MSG(again > 0, "no block another thread freed came off the ladder");
+  for (int i = 0; i < LADDER_BLOCKS; i++)
+    hz_free(ladder_taken[i]);
+  hz_collect(true);
+  hz_heap_summary_t s = summary();
+  CHECK_MSG(s.front.cached_blocks == 0, "%llu blocks on the ladder after a "
+            "trim", (unsigned long long)s.front.cached_blocks);
+  set_route(LADDER_SIZE, HZ_CENTRAL_THREAD);
 }
 
 /* --- restarts ------------------------------------------------------------- */
@@ -186,6 +274,7 @@ static void *trader(void *arg) {
 }
 
 static void restarts(void) {
+  set_route(TRADE_SIZE, HZ_CENTRAL_SHARED);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
@@ -209,127 +298,16 @@ static void restarts(void) {
   CHECK_MSG(atomic_load(&clashes) == 0, "%ld blocks held by two threads",
             atomic_load(&clashes));
   uint64_t counted = summary().front.restarts - before;
+  set_route(TRADE_SIZE, HZ_CENTRAL_THREAD);
   if (per_cpu)
     CHECK_MSG(counted > 0, "no section restarted in 60 s of signalled rounds");
   else
     CHECK(counted == 0);
 }
 
-/* --- drain -----------------------------------------------------------------
- */
-/* Frees main's blocks: onto this thread's CPU's cache. */
-static void *drain_freer(void *arg) {
-  void **blocks = arg;
-  for (int i = 0; i < 64; i++)
-    hz_free(blocks[i]);
-  return NULL;
-}
-
-static void drain(void) {
-  if (per_cpu) {
-    /* A churn round of the purge thread (threads of the earlier steps
-     * exiting) may have taken the classes off and drained them: on again,
-     * and blocks of another heap freed into a cache. */
-    int tries = 0;
-    for (; tries < 5; tries++) {
-      uint64_t churn = summary().front.churn_rounds;
-      hz_cpu_cache_rejudge(1, 0, NULL, 0, NULL);
-      static void *blocks[64];
-      for (int i = 0; i < 64; i++)
-        blocks[i] = hz_malloc(24);
-      pthread_t t;
-      CHECK(pthread_create(&t, NULL, drain_freer, blocks) == 0);
-      pthread_join(t, NULL);
-      if (summary().front.churn_rounds == churn) break; /* else again */
-    }
-    CHECK_MSG(tries < 5, "churn rounds came in the way %d times", tries);
-    CHECK(summary().front.cached_blocks > 0);
-  }
-  hz_collect(true);
-  hz_heap_summary_t s = summary();
-  CHECK_MSG(s.front.cached_blocks == 0, "%llu blocks cached after a trim",
-            (unsigned long long)s.front.cached_blocks);
-}
-
-/* --- crowded ---------------------------------------------------------------
- */
-static void crowded(void) {
-  if (!per_cpu) return;
-  size_t cpus = (size_t)sysconf(_SC_NPROCESSORS_CONF);
-  hz_cpu_cache_rejudge(1, 0, NULL, 0, NULL); /* on, whatever rounds did */
-  CHECK(hz_cpu_cache_rejudge(4 * cpus + 1, 0, NULL, 0,
-                             NULL)); /* drain what they hold */
-  CHECK(hz_cpu_mode[hz_sizeclass_of(256)] == HZ_CPU_CLASS_CACHED);
-  CHECK(hz_cpu_mode[hz_sizeclass_of(257)] == HZ_CPU_CLASS_OFF);
-  CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)] == HZ_CPU_CLASS_OFF);
-  CHECK(!hz_cpu_cache_rejudge(4 * cpus + 1, 0, NULL, 0, NULL));
-  CHECK(!hz_cpu_cache_rejudge(4 * cpus, 0, NULL, 0, NULL));
-  CHECK(hz_cpu_mode[hz_sizeclass_of(257)] == HZ_CPU_CLASS_CACHED);
-  CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)] == HZ_CPU_CLASS_CACHED);
-  CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX + 1)] == HZ_CPU_CLASS_OFF);
-}
-
 /* Waits of up to 60 s, polled every 10 ms: a loaded machine may run the
  * purge thread late, never the other way round. */
 enum { WAIT_POLLS = 6000 };
-
-/* --- shared -----------------------------------------------------------------
- */
-static void *other_block;
-static pthread_barrier_t other_step;
-
-/* A thread alive through the step, whose own page holds other_block. */
-static void *other_thread(void *arg) {
-  (void)arg;
-  other_block = hz_malloc(3000);
-  pthread_barrier_wait(&other_step);
-  pthread_barrier_wait(&other_step);
-  return NULL;
-}
-
-static void shared(void) {
-  if (!per_cpu) return;
-  size_t cpus = (size_t)sysconf(_SC_NPROCESSORS_CONF);
-  pthread_t other;
-  pthread_barrier_init(&other_step, NULL, 2);
-  CHECK(pthread_create(&other, NULL, other_thread, NULL) == 0);
-  pthread_barrier_wait(&other_step);
-  CHECK(hz_central_set(true));
-  CHECK(hz_central_base() != NULL && hz_central_span() > 0);
-  /* nothing goes off */
-  CHECK(!hz_cpu_cache_rejudge(4 * cpus + 1, 0, hz_central_base(),
-                              hz_central_span(), NULL));
-  CHECK(hz_cpu_mode[hz_sizeclass_of(16)] == HZ_CPU_CLASS_SHARED);
-  CHECK(hz_cpu_mode[hz_sizeclass_of(257)] == HZ_CPU_CLASS_SHARED);
-  CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)] == HZ_CPU_CLASS_SHARED);
-  CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX + 1)] == HZ_CPU_CLASS_OFF);
-  /* A block of the shared pages, through this thread's bin, goes onto the
-   * caches when freed; another thread's own block goes home past them. */
-  void *mine = hz_central_malloc(hz_heap_current(), 3000);
-  CHECK(mine != NULL);
-  const hz_page_t *page = hz_segment_block_page(mine);
-  CHECK(hz_central_holds(page));
-  CHECK(hz_cpu_takes_free(page));
-  const hz_page_t *their = hz_segment_block_page(other_block);
-  CHECK(!hz_central_holds(their) && hz_page_heap(their) != NULL);
-  CHECK(!hz_cpu_takes_free(their));
-  uint64_t cached = summary().front.cached_blocks;
-  hz_free(mine);
-  CHECK_MSG(summary().front.cached_blocks == cached + 1,
-            "a shared block freed by another heap's thread is not cached");
-  hz_free(other_block);
-  CHECK_MSG(summary().front.cached_blocks == cached + 1,
-            "another thread's own block went onto the caches");
-  pthread_barrier_wait(&other_step);
-  pthread_join(other, NULL);
-  /* Off again: every class cached, whoever owns the block. */
-  CHECK(hz_central_set(false));
-  CHECK(!hz_cpu_cache_rejudge(1, 0, NULL, 0, NULL));
-  CHECK(hz_cpu_mode[hz_sizeclass_of(257)] == HZ_CPU_CLASS_CACHED);
-  CHECK(hz_cpu_takes_free(page));
-  hz_collect(true);
-  CHECK(summary().front.cached_blocks == 0);
-}
 
 /* --- share -----------------------------------------------------------------
  */
@@ -383,12 +361,27 @@ static void *ring_thread(void *arg) {
   return NULL;
 }
 
-static bool shared_on(void) {
-  return __atomic_load_n(&hz_central_on, __ATOMIC_RELAXED);
+/* Classes sharing pages now. */
+static uint64_t sharing(void) { return summary().front.shared_classes; }
+
+/* Two threads, few for the CPUs, that free their own blocks, a thousand
+ * of one of the ring's sizes at a time (more than a bin holds, so bins
+ * refill): the samples of the shared classes. */
+static atomic_bool local_stop;
+static void *local_thread(void *arg) {
+  (void)arg;
+  static _Thread_local void *held[1000];
+  for (unsigned round = 0; !atomic_load(&local_stop); round++) {
+    size_t size = 16 + (round * 97u) % RING_SIZE_MAX; /* more than a bin */
+    for (unsigned i = 0; i < 1000; i++)
+      held[i] = hz_malloc(size);
+    for (unsigned i = 0; i < 1000; i++)
+      hz_free(held[i]);
+  }
+  return NULL;
 }
 
 static void share(void) {
-  if (!per_cpu) return;
   int cpus = (int)sysconf(_SC_NPROCESSORS_CONF);
   int n = 4 * cpus + 2;
   if (n > 64) n = 64;
@@ -401,18 +394,15 @@ static void share(void) {
     CHECK(pthread_create(&threads[i], NULL, ring_thread, (void *)(intptr_t)i) ==
           0);
   /* Own blocks only: 40 rounds of the purge thread (a quarter of the
-   * purge delay each) must not turn them on. */
+   * purge delay each) must not make a class share. */
   usleep(1000000);
-  CHECK_MSG(!shared_on(), "threads that free only their own blocks took the "
-                          "shared pages");
+  CHECK_MSG(sharing() == 0, "threads that free only their own blocks took "
+                            "the shared pages");
   atomic_store(&ring_pass, true);
-  for (int i = 0; i < WAIT_POLLS && !shared_on(); i++)
+  for (int i = 0; i < WAIT_POLLS && sharing() == 0; i++)
     usleep(10000);
-  CHECK_MSG(shared_on(),
-            "crowded threads freeing each other's blocks did not take the "
-            "shared pages (churn rounds %llu, remote frees %llu)",
-            (unsigned long long)summary().front.churn_rounds,
-            (unsigned long long)summary().classes[20].remote_frees);
+  CHECK_MSG(sharing() > 0, "crowded threads freeing each other's blocks did "
+                           "not take the shared pages");
   long before = atomic_load(&ring_shared);
   for (int i = 0; i < WAIT_POLLS && atomic_load(&ring_shared) < before + 1000;
        i++)
@@ -427,174 +417,18 @@ static void share(void) {
   CHECK_MSG(atomic_load(&ring_clashes) == 0,
             "%ld blocks were handed to a thread while another held them",
             atomic_load(&ring_clashes));
-  for (int i = 0; i < WAIT_POLLS && shared_on(); i++)
+  pthread_t local[2];
+  for (int i = 0; i < 2; i++)
+    CHECK(pthread_create(&local[i], NULL, local_thread, NULL) == 0);
+  for (int i = 0; i < WAIT_POLLS && sharing() != 0; i++)
     usleep(10000);
-  CHECK_MSG(!shared_on(), "the shared pages stayed on after the threads went");
+  CHECK_MSG(sharing() == 0, "%llu classes still shared pages after threads "
+                            "that free their own blocks took over",
+            (unsigned long long)sharing());
+  atomic_store(&local_stop, true);
+  for (int i = 0; i < 2; i++)
+    pthread_join(local[i], NULL);
   hz_free(mine);
-}
-
-/* --- local -----------------------------------------------------------------
- */
-/* One round of the rules with `frees` frees of the class of `size`, of
- * which `remote` went to other heaps through stashes, made by heaps that
- * allocate the class too (threads that trade blocks both ways); true when
- * a class went off. */
-static bool local_round(size_t size, uint64_t frees, uint64_t remote) {
-  static hz_cpu_frees_t seen;
-  memset(&seen, 0, sizeof seen);
-  seen.frees[hz_sizeclass_of(size)] = frees;
-  seen.remote[hz_sizeclass_of(size)] = remote;
-  seen.crossed[hz_sizeclass_of(size)] = remote;
-  return hz_cpu_cache_rejudge(1, 0, NULL, 0, &seen);
-}
-
-static uint8_t mode_of(size_t size) {
-  return hz_cpu_mode[hz_sizeclass_of(size)];
-}
-
-/* Rounds of `frees` local frees of the class of `size` until it goes off
- * the caches (a probe); how many it took. */
-static int rounds_to_probe(size_t size, uint64_t frees) {
-  int rounds = 0;
-  while (rounds < 64 && mode_of(size) == HZ_CPU_CLASS_CACHED) {
-    local_round(size, frees, 0);
-    rounds++;
-  }
-  return rounds;
-}
-
-/* A class whose frees are local goes off the caches and back on when they
- * turn remote: within 32 rounds a probe takes every class with enough
- * frees off for a round; seen off, a class with fewer than 1 free in 8 of
- * another heap's block stays off, one with more goes back on; on, it is
- * probed again within 32 rounds; a class with too few frees to tell keeps
- * its mode. */
-static void local(void) {
-  if (!per_cpu) return;
-  CHECK(mode_of(100) == HZ_CPU_CLASS_CACHED);
-  int rounds = rounds_to_probe(100, 5000);
-  CHECK_MSG(mode_of(100) == HZ_CPU_CLASS_OFF && rounds <= 32,
-            "a cached class with local frees was not probed within 32 "
-            "rounds (%d)",
-            rounds);
-  CHECK(mode_of(2000) == HZ_CPU_CLASS_CACHED); /* no frees: not probed */
-  CHECK(!local_round(100, 5000, 100));         /* 2% of other heaps': local */
-  CHECK(mode_of(100) == HZ_CPU_CLASS_OFF);
-  CHECK(!local_round(100, 500, 400)); /* too few to tell */
-  CHECK(mode_of(100) == HZ_CPU_CLASS_OFF);
-  CHECK(!local_round(100, 5000, 2000)); /* 40%: back on */
-  CHECK(mode_of(100) == HZ_CPU_CLASS_CACHED);
-  rounds = rounds_to_probe(100, 5000);
-  CHECK_MSG(mode_of(100) == HZ_CPU_CLASS_OFF && rounds <= 32,
-            "a cached class was not probed again within 32 rounds (%d)",
-            rounds);
-  CHECK(!local_round(100, 5000, 4000)); /* remote: on for the next steps */
-  CHECK(mode_of(100) == HZ_CPU_CLASS_CACHED);
-}
-
-/* --- one-way rounds ---------------------------------------------------------
- * A class seen off the caches whose frees of other heaps' blocks come from
- * heaps that do not allocate it, mostly in runs, is one-way (take only)
- * until a probe puts it back to look again; where those heaps allocate as
- * much, or few of its frees make runs, it goes back on the caches. */
-static void one_way_round(size_t size, uint64_t remote, uint64_t crossed,
-                          uint64_t runs) {
-  static hz_cpu_frees_t seen;
-  memset(&seen, 0, sizeof seen);
-  size_t c = hz_sizeclass_of(size);
-  seen.frees[c] = remote, seen.remote[c] = remote, seen.crossed[c] = crossed;
-  seen.runs[c] = runs;
-  hz_cpu_cache_rejudge(1, 0, NULL, 0, &seen);
-}
-
-static void one_way_rounds(void) {
-  if (!per_cpu) return;
-  size_t size = 300; /* a class no other step uses */
-  static const struct {
-    uint64_t crossed, runs;
-    uint8_t mode;
-  } steps[] = {{5000, 5000, HZ_CPU_CLASS_CACHED}, /* both ways */
-               {100, 500, HZ_CPU_CLASS_CACHED},   /* one way, no runs */
-               {100, 4000, HZ_CPU_CLASS_TAKE_ONLY}};
-  for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++) {
-    int rounds = rounds_to_probe(size, 5000);
-    CHECK(mode_of(size) == HZ_CPU_CLASS_OFF && rounds <= 32);
-    one_way_round(size, 5000, steps[k].crossed, steps[k].runs);
-    CHECK_MSG(mode_of(size) == steps[k].mode, "step %zu: mode %u", k,
-              mode_of(size));
-  }
-  int rounds = 0; /* until a probe, then it is looked at again */
-  while (rounds < 64 && mode_of(size) == HZ_CPU_CLASS_TAKE_ONLY) {
-    one_way_round(size, 0, 0, 0);
-    rounds++;
-  }
-  CHECK_MSG(rounds > 8 && rounds <= 32, "one-way for %d rounds", rounds);
-}
-
-/* --- one_way ---------------------------------------------------------------
- */
-enum { ONE_WAY_BLOCKS = 4000, ONE_WAY_SIZE = 64 };
-static void *one_way_blocks[ONE_WAY_BLOCKS];
-static pthread_barrier_t one_way_step;
-
-/* The producer: mallocs the blocks main frees, and stays alive meanwhile
- * (its pages keep an owner, so their frees take the fast paths). */
-static void *one_way_producer(void *arg) {
-  (void)arg;
-  for (int i = 0; i < ONE_WAY_BLOCKS; i++)
-    one_way_blocks[i] = hz_malloc(ONE_WAY_SIZE);
-  pthread_barrier_wait(&one_way_step);
-  pthread_barrier_wait(&one_way_step);
-  return NULL;
-}
-
-/* A class whose blocks only another thread frees (full caches send batch
- * after batch home, empty ones take none) bypasses the caches, stays so
- * through the rounds that follow, and is put back on by the next probe,
- * within 32 rounds. False, nothing checked past the point, when a churn
- * round of the purge thread (threads of the earlier steps exiting) took
- * every class off meanwhile: the caller tries again. */
-static bool one_way_attempt(void) {
-  uint64_t churn = summary().front.churn_rounds;
-  rounds_to_probe(100, 5000); /* a probe round just went by */
-  CHECK(!local_round(100, 5000, 4000));
-  pthread_barrier_init(&one_way_step, NULL, 2);
-  pthread_t producer;
-  CHECK(pthread_create(&producer, NULL, one_way_producer, NULL) == 0);
-  pthread_barrier_wait(&one_way_step);
-  uint8_t before = mode_of(ONE_WAY_SIZE);
-  for (int i = 0; i < ONE_WAY_BLOCKS; i++)
-    hz_free(one_way_blocks[i]);
-  uint8_t after = mode_of(ONE_WAY_SIZE);
-  bool undisturbed = summary().front.churn_rounds == churn;
-  if (undisturbed) {
-    CHECK(before == HZ_CPU_CLASS_CACHED);
-    CHECK_MSG(after == HZ_CPU_CLASS_TAKE_ONLY,
-              "%d blocks freed by one thread only did not make their class "
-              "bypass the caches",
-              ONE_WAY_BLOCKS);
-    int rounds = 0;
-    while (rounds < 64 && mode_of(ONE_WAY_SIZE) == HZ_CPU_CLASS_TAKE_ONLY) {
-      local_round(100, 0, 0);
-      rounds++;
-    }
-    CHECK_MSG(rounds > 8 && rounds <= 32,
-              "a one-way class came back on after %d rounds (probes come "
-              "every 32)",
-              rounds);
-    CHECK(mode_of(ONE_WAY_SIZE) == HZ_CPU_CLASS_CACHED);
-  }
-  pthread_barrier_wait(&one_way_step);
-  pthread_join(producer, NULL);
-  return undisturbed;
-}
-
-static void one_way(void) {
-  if (!per_cpu) return;
-  int tries = 0;
-  while (tries < 5 && !one_way_attempt())
-    tries++;
-  CHECK_MSG(tries < 5, "churn rounds came in the way %d times", tries);
 }
 
 /* --- alone -----------------------------------------------------------------
@@ -736,6 +570,8 @@ static void *swapper(void *arg) {
 }
 
 static void unregistered(void) {
+  for (size_t size = 16; size <= 256; size += 16)
+    set_route(size, HZ_CENTRAL_SHARED);
   pthread_barrier_init(&swap_start, NULL, 2);
   pthread_t t[2];
   for (int i = 0; i < 2; i++)
@@ -751,72 +587,12 @@ static void unregistered(void) {
   CHECK_MSG(atomic_load(&swap_clashes) == 0,
             "%ld blocks handed out while another thread held them",
             atomic_load(&swap_clashes));
-}
-
-/* --- churn ---------------------------------------------------------------- */
-enum { CHAIN_BLOCKS = 64, CHAIN_SIZE = 100 };
-static void *chain_blocks[CHAIN_BLOCKS];
-static atomic_bool chain_stop;
-
-static pthread_t chain_last;
-static atomic_bool chain_done;
-
-/* One link: join the predecessor, free its blocks, leave new ones, hand
- * over to a successor and exit (larson's shape). */
-static void *chain_link(void *arg) {
-  if (arg != NULL) pthread_join((pthread_t)(uintptr_t)arg, NULL);
-  for (int i = 0; i < CHAIN_BLOCKS; i++) {
-    hz_free(chain_blocks[i]);
-    chain_blocks[i] = hz_malloc(CHAIN_SIZE);
-  }
-  if (atomic_load(&chain_stop)) {
-    chain_last = pthread_self();
-    atomic_store(&chain_done, true);
-    return NULL;
-  }
-  pthread_t next;
-  CHECK(pthread_create(&next, NULL, chain_link,
-                       (void *)(uintptr_t)pthread_self()) == 0);
-  return NULL;
-}
-
-static void churn(void) {
-  if (!per_cpu) return;
-  CHECK(hz_cpu_cache_rejudge(2, 3, NULL, 0, NULL)); /* it begins */
-  CHECK(hz_cpu_mode[hz_sizeclass_of(16)] == HZ_CPU_CLASS_OFF);
-  CHECK(hz_cpu_mode[hz_sizeclass_of(HZ_CPU_BLOCK_MAX)] == HZ_CPU_CLASS_OFF);
-  CHECK(!hz_cpu_cache_rejudge(2, 3, NULL, 0, NULL)); /* it goes on */
-  CHECK(!hz_cpu_cache_rejudge(2, 2, NULL, 0, NULL));
-  CHECK(hz_cpu_mode[hz_sizeclass_of(16)] == HZ_CPU_CLASS_CACHED);
-}
-
-static void chain(void) {
-  if (!per_cpu) return;
-  uint64_t before = summary().front.churn_rounds;
-  pthread_t first;
-  CHECK(pthread_create(&first, NULL, chain_link, NULL) == 0);
-  for (int i = 0; i < WAIT_POLLS && summary().front.churn_rounds == before; i++)
-    usleep(10000);
-  CHECK_MSG(summary().front.churn_rounds > before,
-            "no round saw the chain's threads exit");
-  atomic_store(&chain_stop, true);
-  while (!atomic_load(&chain_done))
-    usleep(1000);
-  pthread_join(chain_last, NULL);
-  for (int i = 0; i < CHAIN_BLOCKS; i++)
-    hz_free(chain_blocks[i]);
-  for (int i = 0; i < WAIT_POLLS && hz_cpu_mode[1] != HZ_CPU_CLASS_CACHED; i++)
-    usleep(10000);
-  CHECK_MSG(hz_cpu_mode[1] == HZ_CPU_CLASS_CACHED,
-            "the caches stayed off after the threads stopped exiting");
+  for (size_t size = 16; size <= 256; size += 16)
+    set_route(size, HZ_CENTRAL_THREAD);
 }
 
 int main(int argc, char **argv) {
   choice();
-  if (argc > 1 && strcmp(argv[1], "chain") == 0) {
-    chain();
-    return check_report("cpu_cache chain");
-  }
   if (argc > 1 && strcmp(argv[1], "alone") == 0) {
     alone();
     return check_report("cpu_cache alone");
@@ -825,15 +601,10 @@ int main(int argc, char **argv) {
     share();
     return check_report("cpu_cache share");
   }
-  reuse();
+  decision();
+  routes();
+  ladder();
   restarts();
-  drain();
-  crowded();
-  churn();
-  shared();
-  local();
-  one_way_rounds();
-  one_way();
   unregistered();
   return check_report("cpu_cache");
 }

@@ -2,12 +2,10 @@
  * and hz_stats_print(), or written as JSON (HZ_STATS_JSON).
  *
  * Per-class allocations and frees are counted by each thread in its bins
- * (heap box: frees derived from the bin's contents) and merged here; the
- * blocks waiting in the per-CPU caches and depots, whose frees no heap
- * counted, are added to the frees (the front end's count by class). The
+ * (heap box: frees derived from the bin's contents) and merged here. The
  * live count per class is kept from what threads publish on their slow
  * paths (every 64 blocks of change), so its peak is exact to within 64
- * blocks per thread (and the blocks the caches held then); live at the
+ * blocks per thread; live at the
  * time of a report is exact once threads are joined: allocations -
  * frees. */
 #include "stats.h"
@@ -94,26 +92,22 @@ static size_t peak_rss(size_t rss) {
   return peak > rss ? peak : rss;
 }
 
-/* One size class as the report shows it; `cached` of its frees are the
- * blocks waiting in the per-CPU caches and depots. */
+/* One size class as the report shows it. */
 typedef struct {
-  uint64_t allocs, frees, remote_frees, cached;
+  uint64_t allocs, frees, remote_frees;
   int64_t live, peak;
 } class_row_t;
 
-/* A free onto a CPU cache counts nothing, nor does a malloc that takes the
- * block back (a count in a section is one more store on every call), so
- * the heaps' allocations - frees count every block the caches and depots
- * hold as live: those are added to the frees. Remote frees stay those that
- * went home through a stash (the batches the report counts). */
+/* Frees are counted where they land: a bin counts every block pushed onto
+ * it, a stash every block it takes (the class's remote frees), and a free
+ * without a heap as an orphan's. Blocks the ladder holds (CPU caches,
+ * depots) left a bin and were counted there. */
 static class_row_t class_row(const hz_heap_summary_t *h, int c) {
   const hz_class_stats_t *k = &h->classes[c];
   uint64_t orphans = GET(orphan_frees[c]); /* always another heap's block */
-  uint64_t cached = h->front.cached[c];
   class_row_t row = {.allocs = k->allocs,
-                     .frees = k->frees + orphans + cached,
+                     .frees = k->frees + orphans,
                      .remote_frees = k->remote_frees + orphans,
-                     .cached = cached,
                      .peak = GET(class_peak[c])};
   row.live = (int64_t)(row.allocs - row.frees);
   if (row.peak < row.live) row.peak = row.live;
@@ -135,7 +129,7 @@ static uint64_t at_least_zero(int64_t n) { return n > 0 ? (uint64_t)n : 0; }
 static waiting_t waiting_of(const hz_heap_summary_t *h) {
   int64_t live = 0, remote = 0, orphans = 0;
   for (int c = 1; c < HZ_CLASS_COUNT; c++) {
-    live += class_row(h, c).live; /* cached blocks and orphans' frees out */
+    live += class_row(h, c).live; /* orphans' frees out */
     remote += (int64_t)h->classes[c].remote_frees;
     orphans += (int64_t)GET(orphan_frees[c]);
   }
@@ -191,7 +185,7 @@ static sync_total_t sync_total(const hz_heap_summary_t *h,
   sync_total_t t = {0};
   for (int c = 1; c < HZ_CLASS_COUNT; c++) {
     class_row_t r = class_row(h, c);
-    t.ops += r.allocs + r.frees - r.cached; /* the bins' operations */
+    t.ops += r.allocs + r.frees;
   }
   t.ops += GET(large_allocs) + GET(large_frees);
   for (int k = 0; k < HZ_LOCK_KINDS; k++)
@@ -282,16 +276,18 @@ void hz_stats_report(const hz_heap_summary_t *h, const hz_memory_summary_t *m) {
               (unsigned long long)GET(large_reuses),
               (unsigned long long)GET(large_frees), GET(large_live_bytes));
   const hz_front_end_stats_t *f = &h->front;
-  hz_os_print("  front end      %s: %llu batches to depots, %llu from them, "
-              "%llu back to heaps, %llu drains, %llu blocks cached, %llu "
-              "section restarts, %llu one-way classes bypassed, %llu rounds "
-              "off for threads exiting\n",
-              f->name, (unsigned long long)f->depot_puts,
-              (unsigned long long)f->depot_takes,
-              (unsigned long long)f->overflows, (unsigned long long)f->drains,
+  hz_os_print("  shared ladder  %s: %llu classes share pages (%llu turns), "
+              "batches %llu onto CPU caches, %llu from them, %llu into "
+              "depots, %llu from them, %llu drains, %llu blocks held, %llu "
+              "section restarts\n",
+              f->name, (unsigned long long)f->shared_classes,
+              (unsigned long long)f->class_turns,
+              (unsigned long long)f->cache_gives,
+              (unsigned long long)f->cache_takes,
+              (unsigned long long)f->depot_puts,
+              (unsigned long long)f->depot_takes, (unsigned long long)f->drains,
               (unsigned long long)f->cached_blocks,
-              (unsigned long long)f->restarts, (unsigned long long)f->bypassed,
-              (unsigned long long)f->churn_rounds);
+              (unsigned long long)f->restarts);
   const hz_guard_stats_t *g = &m->guard;
   hz_os_print(
       "  guarded        1 malloc in %llu sampled (0: off), %llu guarded "
@@ -427,15 +423,18 @@ bool hz_stats_write_json(const char *path, const hz_heap_summary_t *h,
            (unsigned long long)w.pages);
   const hz_front_end_stats_t *f = &h->front;
   json_add(&j,
-           "  \"front_end\": {\"name\": \"%s\", \"depot_puts\": %llu, "
-           "\"depot_takes\": %llu, \"overflows\": %llu, \"drains\": %llu, "
-           "\"cached_blocks\": %llu, \"restarts\": %llu, "
-           "\"bypassed\": %llu, \"churn_rounds\": %llu},\n",
-           f->name, (unsigned long long)f->depot_puts,
-           (unsigned long long)f->depot_takes, (unsigned long long)f->overflows,
+           "  \"front_end\": {\"name\": \"%s\", \"shared_classes\": %llu, "
+           "\"class_turns\": %llu, \"cache_gives\": %llu, "
+           "\"cache_takes\": %llu, \"depot_puts\": %llu, "
+           "\"depot_takes\": %llu, \"drains\": %llu, "
+           "\"cached_blocks\": %llu, \"restarts\": %llu},\n",
+           f->name, (unsigned long long)f->shared_classes,
+           (unsigned long long)f->class_turns,
+           (unsigned long long)f->cache_gives,
+           (unsigned long long)f->cache_takes,
+           (unsigned long long)f->depot_puts, (unsigned long long)f->depot_takes,
            (unsigned long long)f->drains, (unsigned long long)f->cached_blocks,
-           (unsigned long long)f->restarts, (unsigned long long)f->bypassed,
-           (unsigned long long)f->churn_rounds);
+           (unsigned long long)f->restarts);
   const hz_guard_stats_t *g = &m->guard;
   json_add(&j,
            "  \"guard\": {\"sample\": %llu, \"allocs\": %llu, \"in_use\": "

@@ -35,20 +35,22 @@ typedef struct {
   uint64_t remote_frees;
 } hz_class_stats_t;
 
-/* The front end in use and, for the per-CPU caches (cpu_cache box), their
- * batches, section restarts and the blocks they hold. */
+/* The shared pages' ladder above their pages (ladder box): batches a
+ * bin gave to or took from a CPU's cache and a depot, caches emptied by
+ * another thread, section restarts, the blocks caches and depots hold,
+ * and the classes sharing pages now. */
 typedef struct {
   const char *name;
-  uint64_t depot_puts;    /* batches from caches into depots */
-  uint64_t depot_takes;   /* batches from depots into caches */
-  uint64_t overflows;     /* batches from caches back to the heaps */
+  uint64_t cache_gives;   /* batches from bins onto CPU caches */
+  uint64_t cache_takes;   /* batches from CPU caches into bins */
+  uint64_t depot_puts;    /* batches from bins into depots */
+  uint64_t depot_takes;   /* batches from depots into bins */
   uint64_t drains;        /* caches emptied by another thread */
   uint64_t cached_blocks; /* blocks in caches and depots now */
   uint64_t restarts;      /* sections started again, every thread's */
-  uint64_t bypassed;      /* times a class was found one-way */
-  uint64_t churn_rounds;  /* rounds off for threads exiting fast */
-  /* cached_blocks by class: frees no heap counted (the pushes are not
-   * counted), which the report adds to the class's frees. */
+  uint64_t shared_classes; /* classes whose refills come from shared pages */
+  uint64_t class_turns;    /* times a class turned shared or back */
+  /* cached_blocks by class (counted as freed already: they left a bin). */
   uint64_t cached[HZ_CLASS_COUNT];
 } hz_front_end_stats_t;
 

@@ -63,15 +63,16 @@ static option_entry_t option_table[HZ_OPTION_COUNT] = {
                                "path prefix of the profiles (default "
                                "hakozuna, in the working directory)"},
     [HZ_OPTION_CPU_CACHE] = {"CPU_CACHE", HZ_OPTION_BOOL, 1,
-                             "per-CPU caches of blocks up to 32 KiB on "
-                             "glibc's rseq (release build; 0: per-thread "
-                             "heaps only)"},
+                             "per-CPU caches of the shared pages' blocks "
+                             "up to 32 KiB on glibc's rseq (release "
+                             "build; 0: their depots only)"},
     [HZ_OPTION_SHARED_PAGES] = {"SHARED_PAGES", HZ_OPTION_BYTES, 4,
-                                "with the per-CPU caches, small blocks "
-                                "come from pages all threads share "
-                                "while more than this many threads a CPU "
-                                "hold a heap and free each other's blocks "
-                                "(0: never)"},
+                                "threads a CPU past which a program is "
+                                "crowded: its classes whose blocks other "
+                                "threads free share pages even where the "
+                                "frees come in runs, and its young "
+                                "threads start without a heap (0: no "
+                                "class ever shares pages)"},
     [HZ_OPTION_GUARD_SAMPLE] = {"GUARD_SAMPLE", HZ_OPTION_BYTES,
                                 HZ_GUARD_SAMPLE_DEFAULT,
                                 "about one malloc in this many (up to "

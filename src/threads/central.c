@@ -8,11 +8,13 @@
 
 #include <stdatomic.h>
 
+#include "cpu_cache.h"
 #include "lock.h"
 #include "os.h"
 #include "sizeclass.h"
 
-bool hz_central_on;
+uint8_t hz_central_route[HZ_CLASS_COUNT];
+static uint64_t class_turns;
 
 static hz_heap_t *central; /* HZ_CENTRAL_CLASSES heaps, by class */
 static hz_lock_t make_lock = HZ_LOCK_INIT;
@@ -33,10 +35,42 @@ static hz_heap_t *central_class(uint8_t cls) {
   return shared;
 }
 
+/* The most blocks a bin of `cls` takes from the ladder at a time: what a
+ * spill gives it (half the bin), at most a batch. */
+static unsigned ladder_batch(const hz_heap_t *heap, uint8_t cls) {
+  const hz_bin_t *bin = &heap->bins[cls];
+  size_t half = (size_t)(bin->limit - bin->base) / 2;
+  if (half == 0) half = 1;
+  return half < HZ_CPU_BATCH ? (unsigned)half : HZ_CPU_BATCH;
+}
+
 void *hz_central_malloc(hz_heap_t *heap, size_t size) {
   uint8_t cls = hz_sizeclass_of(size);
+  bool sampled = __atomic_load_n(&hz_central_route[cls], __ATOMIC_RELAXED) ==
+                 HZ_CENTRAL_SAMPLED;
+  if (sampled && hz_heap_sample_turn(heap, cls))
+    return hz_heap_malloc_sample(heap, size);
+  if (hz_cpu_class(cls)) {
+    void *batch[HZ_CPU_BATCH];
+    unsigned n = hz_cpu_take(cls, batch, ladder_batch(heap, cls));
+    if (n != 0) return hz_heap_malloc_given(heap, size, batch, n);
+  }
   return hz_heap_malloc_shared(heap, size, central_class(cls),
-                               &class_lock[cls]);
+                               &class_lock[cls], sampled);
+}
+
+_Static_assert(HZ_BIN_SLOTS / 2 <= HZ_CPU_BATCH,
+               "a bin's spill is one batch for the ladder");
+
+void hz_central_free_full(hz_heap_t *heap, hz_page_t *page, void *p) {
+  uint8_t cls = page->class_id; /* the page may go with the spill */
+  void *spilled[HZ_BIN_SLOTS / 2];
+  unsigned n = hz_heap_free_spilling(heap, page, p, spilled);
+  if (n == 0) return;
+  unsigned took =
+      hz_cpu_class(cls) && hz_central_shares(cls) ? hz_cpu_give(cls, spilled, n)
+                                                  : 0;
+  hz_heap_send_shared(heap, spilled + took, n - took);
 }
 
 /* The shared pages' heaps exist (mapped at the first use). */
@@ -84,10 +118,21 @@ const void *hz_central_base(void) {
 
 size_t hz_central_span(void) { return HZ_SHARED_GET(hz_heap_shared_span); }
 
-bool hz_central_set(bool on) {
-  bool ready = !on || central_ready();
-  if (ready) __atomic_store_n(&hz_central_on, on, __ATOMIC_RELAXED);
-  return ready;
+bool hz_central_set(size_t cls, hz_central_route_t route) {
+  if (route != HZ_CENTRAL_THREAD && !central_ready()) return false;
+  uint8_t was = __atomic_exchange_n(&hz_central_route[cls], (uint8_t)route,
+                                    __ATOMIC_RELAXED);
+  if ((was == HZ_CENTRAL_THREAD) != (route == HZ_CENTRAL_THREAD))
+    __atomic_add_fetch(&class_turns, 1, __ATOMIC_RELAXED);
+  return true;
+}
+
+void hz_central_count(uint64_t *shared_classes, uint64_t *turns) {
+  uint64_t n = 0;
+  for (int c = 1; c < HZ_CLASS_COUNT; c++)
+    n += hz_central_shares((size_t)c);
+  *shared_classes = n;
+  *turns = __atomic_load_n(&class_turns, __ATOMIC_RELAXED);
 }
 
 /* The heap took no refill for HZ_IDLE_FULL_MS (and was not collected whole

@@ -1,14 +1,16 @@
-/* central: the shared pages of crowded programs. While more threads hold a
- * heap than the CPUs can run and they free each other's blocks, the bins
- * of every small class refill from heaps that no thread owns, one a
- * class, each under its own lock taken once per refill (a bin), instead of
- * each thread cutting pages of its own for every class. Its blocks travel home
- * like any other heap's (per-CPU caches and depots, stashes, its inbox), and
- * the refill that takes the lock takes the inbox home first. Memory is then
- * bounded by the live bytes and the caches, not by the thread count: each
- * heap's own pages empty only as its own blocks come back, while the
- * shared pages empty as the whole program's do. The purge thread's rounds
- * turn it on and off (thread box) and give back what it keeps idle. */
+/* central: the shared pages and their ladder. A class's refills come
+ * either from each thread's own pages or from the class's shared pages
+ * (the purge thread's rounds decide, by route.h's rule, and set it here).
+ * A shared page belongs to no thread: its blocks go, whoever frees them,
+ * into the freeing thread's bin; a bin that spills passes them to the CPU's
+ * cache (cpu_cache.c), a full cache to the class's depot, a full depot to
+ * the class's heap (a heap no thread owns, one a class, under its own
+ * lock, through a stash and its inbox). A bin of a shared class that runs
+ * empty takes them back the same way up: the CPU's cache, the depot, then
+ * the class heap's pages, under the lock, once a bin. Memory is then
+ * bounded by the live bytes and the ladder, not by the thread count: the
+ * shared pages empty as the whole program's blocks do. The rounds also
+ * give back what the class heaps keep idle. */
 #ifndef HZ_CENTRAL_H
 #define HZ_CENTRAL_H
 
@@ -22,29 +24,41 @@
  * unused). */
 #define HZ_CENTRAL_CLASSES HZ_CLASS_COUNT
 
-/* Written by the purge thread's rounds, read by the malloc slow path. */
-extern bool hz_central_on;
+/* Where a class's refills come from, one byte a class, written by the
+ * purge thread's rounds: the threads' own pages, the shared pages, or the
+ * shared pages with one refill in HZ_ROUTE_SAMPLE_EVERY from the own pages
+ * (a program not crowded: route.h). */
+typedef enum {
+  HZ_CENTRAL_THREAD,
+  HZ_CENTRAL_SHARED,
+  HZ_CENTRAL_SAMPLED
+} hz_central_route_t;
+extern uint8_t hz_central_route[HZ_CLASS_COUNT];
 
-/* A small malloc's slow path refills from the shared pages: every one
- * while they are on, whether the caches serve its class or not (a heap
- * whose refills went back and forth between its own pages and the shared
- * ones gave its pages' free memory back at each turn). */
-HZ_INLINE bool hz_central_serves(void) {
-  return __atomic_load_n(&hz_central_on, __ATOMIC_RELAXED);
+HZ_INLINE bool hz_central_shares(size_t cls) {
+  return __atomic_load_n(&hz_central_route[cls], __ATOMIC_RELAXED) !=
+         HZ_CENTRAL_THREAD;
 }
 
-/* A small block for the thread of `heap`, its bin refilled from the shared
- * pages of its class; NULL when out of memory. */
+/* The bin of a shared class is empty: a block for the thread of `heap`,
+ * its bin refilled from the ladder (this CPU's cache, the depot, the class
+ * heap's pages); NULL when out of memory. */
 void *hz_central_malloc(hz_heap_t *heap, size_t size);
+/* The bin of p's class is full as p, a block of `page`, is freed: its
+ * older half leaves, the heap's own blocks onto their pages, the shared
+ * pages' onto the ladder (this CPU's cache, the depot, the class heap). */
+void hz_central_free_full(hz_heap_t *heap, hz_page_t *page, void *p);
 /* A small block for a thread without a heap (a young thread of a crowded
  * program: thread box), from the bin of its class's shared heap, under the
  * class's lock; NULL when out of memory. Works whether the shared pages are
  * on or off. */
 void *hz_central_malloc_alone(size_t size);
-/* Turn the shared pages on or off for the mallocs to come (blocks already
- * out come home either way). False when they cannot be had (no memory for
- * their heap). */
-bool hz_central_set(bool on);
+/* Set where the class's refills come from (blocks already out travel as
+ * their pages say, whatever it is). False when the shared pages cannot be
+ * had (no memory for their heaps): the class stays on the threads' pages. */
+bool hz_central_set(size_t cls, hz_central_route_t route);
+/* The classes sharing pages now, and the times a class turned. */
+void hz_central_count(uint64_t *shared_classes, uint64_t *turns);
 /* What the shared pages hold goes back: the inbox home, and with `all`
  * (trim, or idle for HZ_IDLE_FULL_MS) every empty page and the memory of
  * free blocks. The purge thread's rounds call it with all = false. */

@@ -1,10 +1,11 @@
 /* fast: malloc and free as most calls run them, inline in the C library
- * surface (api, override). A malloc pops the bin of its class; a free of
- * one of the thread's own blocks, proved a block start, pushes onto its
- * bin; a free of another heap's plain block goes straight to the stash.
- * Everything else falls into the thread box's slow paths, which give a
- * thread without a heap one. This box sits above heap and thread so that
- * neither calls upward. */
+ * surface (api, override). A malloc pops the bin of its class; a free
+ * finds the block's page, and the page decides: a block of the thread's
+ * own page or of a shared page, proved a block start, goes onto the
+ * thread's bin; a plain block of another thread's page goes to the stash,
+ * home. Everything else falls into the thread box's slow paths, which give
+ * a thread without a heap one. This box sits above heap, central and
+ * thread so that none of them calls upward. */
 #ifndef HZ_FAST_H
 #define HZ_FAST_H
 
@@ -12,41 +13,13 @@
 
 #include "arena.h"
 #include "check.h"
-#include "cpu_cache.h"
+#include "central.h"
 #include "guard.h"
 #include "heap.h"
 #include "page.h"
 #include "segment.h"
 #include "sizeclass.h"
 #include "thread.h"
-
-/* A block popped from a CPU cache had no mark: reported and dropped, the
- * slow path serves the malloc. Apart (a tail call), so that the miss saves
- * no register on its way to the slow path. */
-static HZ_NOINLINE __attribute__((cold)) void *
-hz_fast_malloc_unmarked(size_t size, hz_heap_t *heap, void *p) {
-  hz_cpu_unmarked(p);
-  return hz_thread_malloc_slow(size, heap);
-}
-
-/* The bin is empty: with the per-CPU front end, this CPU's cache of the
- * class first (blocks other threads freed here), then the slow path. Out
- * of line, like hz_fast_free_other: inlined, the sections' registers cost
- * the per-thread fast paths 4 instructions a pair (hot_pair 54.0 against
- * 50.0). */
-static HZ_NOINLINE
-HZ_HOT(4) void *hz_fast_malloc_miss(size_t size, hz_heap_t *heap, size_t cls) {
-  if (hz_cpu_serves(heap, cls)) {
-    void *p = hz_cpu_pop(cls);
-    if (HZ_LIKELY(p != NULL)) {
-      if (HZ_UNLIKELY(!hz_check_is_marked(p)))
-        return hz_fast_malloc_unmarked(size, heap, p);
-      hz_check_clear_mark(p);
-      return p;
-    }
-  }
-  return hz_thread_malloc_slow(size, heap);
-}
 
 /* The countdown of `bin` (not empty) ran out: the profiler records the
  * block the bin hands out; the guard's turn goes to the slow path, where
@@ -66,8 +39,7 @@ HZ_INLINE void *hz_fast_malloc_class(hz_heap_t *heap, size_t scaled,
                                      size_t size) {
   hz_bin_t *bin = (hz_bin_t *)((char *)heap->bins + scaled);
   void **top = bin->top;
-  if (HZ_UNLIKELY(top <= bin->base))
-    return hz_fast_malloc_miss(size, heap, scaled / HZ_CLASS_LUT_SCALE);
+  if (HZ_UNLIKELY(top <= bin->base)) return hz_thread_malloc_slow(size, heap);
   if (HZ_UNLIKELY(--bin->sample_left == 0))
     return hz_fast_malloc_sampled(heap, bin, size);
   return hz_bin_take(bin, top, (unsigned)(scaled / HZ_CLASS_LUT_SCALE));
@@ -88,23 +60,41 @@ HZ_INLINE void *hz_fast_malloc(size_t size) {
   return hz_thread_malloc_slow(size, heap);
 }
 
-/* Another heap's plain block: with the per-CPU front end onto this CPU's
- * cache, marked (a class it holds, a thread registered for rseq, p proved
- * a block start and not marked already; a full cache makes room), else
- * straight to the stash. A marked block takes the generic path, which
- * reports the double free. */
-static HZ_NOINLINE HZ_HOT(4) void hz_fast_free_other(hz_heap_t *heap,
-                                                     hz_page_t *page, void *p) {
-  size_t cls = page->class_id;
-  if (hz_cpu_takes_free(page) && hz_page_is_block(page, p, page->reserved)) {
-    if (HZ_UNLIKELY(!hz_check_freeing_fast(p))) {
-      hz_heap_free_generic(heap, hz_segment_base(p), page, p); /* a heap */
-      return;
-    }
-    if (HZ_UNLIKELY(!hz_cpu_push(cls, p))) hz_cpu_overflow(heap, cls, p);
+/* p, a free block of `page`, onto the thread's bin of its class (whose top
+ * is `top`); a full bin passes its older half on first: the thread's own
+ * blocks to their pages, the shared pages' to the ladder. */
+HZ_INLINE void hz_fast_bin_put(hz_heap_t *heap, hz_bin_t *bin, void **top,
+                               hz_page_t *page, void *p) {
+  if (HZ_LIKELY(top != bin->limit)) {
+    *top = p;
+    bin->top = top + 1;
     return;
   }
-  hz_heap_free_remote_plain(heap, page, p);
+  hz_central_free_full(heap, page, p);
+}
+
+/* A block of `page`, plain and not the thread's own: a shared page's block
+ * goes onto the thread's bin like its own (proved a block start of the
+ * blocks that fit the page, not marked already; a full bin passes its
+ * older half to the ladder), another thread's block to the stash. A marked
+ * block takes the generic path, which reports the double free. Out of
+ * line: inlined, its registers cost the thread's own pair. */
+static HZ_NOINLINE HZ_HOT(4) void hz_fast_free_other(hz_heap_t *heap,
+                                                     hz_page_t *page, void *p) {
+  if (!hz_central_holds(page)) {
+    hz_heap_free_remote_plain(heap, page, p);
+    return;
+  }
+  if (HZ_UNLIKELY(!hz_page_is_block(page, p, page->reserved))) {
+    hz_heap_bad_free(page, p);
+    return;
+  }
+  if (HZ_UNLIKELY(!hz_check_freeing_fast(p))) {
+    hz_heap_free_generic(heap, hz_segment_base(p), page, p); /* a heap */
+    return;
+  }
+  hz_bin_t *bin = &heap->bins[page->class_id];
+  hz_fast_bin_put(heap, bin, bin->top, page, p);
 }
 
 /* A pointer that is not ours is reported and never written to; on our own
@@ -130,8 +120,9 @@ HZ_INLINE void hz_fast_free(void *p) {
     }
     if (word != (uintptr_t)heap) {
       /* The block after the stash's open run, on its page (two compares)
-       * extends the run: a leaf of a few stores. Other blocks of another
-       * heap's plain page go to the CPU's cache or the stash. */
+       * extends the run: a leaf of a few stores. Other plain blocks go by
+       * their page: a shared page's onto the bin, another thread's to the
+       * stash. */
       if (hz_heap_extends_run(heap, p, word))
         hz_heap_free_next(heap, page, p);
       else if ((word & HZ_PAGE_FLAG_MASK) != 0 || word == 0 ||
@@ -151,7 +142,7 @@ HZ_INLINE void hz_fast_free(void *p) {
     return;
   }
   if (HZ_LIKELY(hz_check_freeing_fast(p))) {
-    hz_bin_put(heap, bin, top, page, p);
+    hz_fast_bin_put(heap, bin, top, page, p);
     return;
   }
   hz_thread_free_slow(p, heap, seg, page);

@@ -26,6 +26,7 @@
 #include "os.h"
 #include "prof.h"
 #include "purge.h"
+#include "route.h"
 
 /* Bins empty and without room: every call takes the slow path. */
 const hz_heap_t hz_heap_empty = {.state = HZ_HEAP_EMPTY};
@@ -141,10 +142,13 @@ static hz_page_kind_t page_kind(const hz_page_t *page) {
   return hz_segment_kind_for(page->block_size);
 }
 
-/* The heap's bins refill from the shared pages (central box): its own
- * pages only empty now, and it keeps none. */
-static bool page_only_empties(const hz_heap_t *heap) {
-  return heap->shared_refills;
+/* The heap's bins of the page's class refill from the shared pages
+ * (central box): its own pages of the class only empty now, and it keeps
+ * none, but for the page its samples take from. */
+static bool page_only_empties(const hz_heap_t *heap, const hz_page_t *page) {
+  uint8_t shared = heap->refills_shared[page->class_id];
+  return shared == 1 ||
+         (shared == 2 && page != heap->queues[page->class_id].first);
 }
 
 /* Keep an empty page for reuse, or give it back to its segment. A spare
@@ -152,7 +156,7 @@ static bool page_only_empties(const hz_heap_t *heap) {
  * path, which reports any free to it (all its blocks are free already). */
 static void heap_spare_push(hz_heap_t *heap, hz_page_t *page) {
   hz_page_kind_t kind = page_kind(page);
-  if (page_only_empties(heap) || heap->gone) {
+  if (page_only_empties(heap, page) || heap->gone) {
     hz_segment_page_give_back(page);
     return;
   }
@@ -268,7 +272,7 @@ static void heap_page_emptied(hz_heap_t *heap, hz_page_t *page) {
   hz_page_queue_t *q = &heap->queues[page->class_id];
   size_t area = hz_page_area(page);
   heap->busy_bytes -= area;
-  if (page_only_empties(heap)) {
+  if (page_only_empties(heap, page)) {
     hz_heap_retire_page(heap, page);
     return;
   }
@@ -315,9 +319,9 @@ HZ_INLINE void heap_page_returned(hz_heap_t *heap, hz_page_t *page,
   if (page->tally->used == 0) heap_page_emptied(heap, page);
 }
 
-/* A block of the shared pages (central box) leaves a bin: home through
- * the stash, as another thread's free would send it; the shared pages'
- * owner sets its bit under its lock. */
+/* A block of the shared pages (central box) leaves a bin for their
+ * class's heap: through the stash, as a thread without the ladder would
+ * send it; whoever holds the class's lock sets its bit. */
 static HZ_NOINLINE void heap_send_home(hz_heap_t *heap, hz_page_t *page,
                                        hz_block_t *block) {
   uint8_t cls = page->class_id; /* the page may go once the block is home */
@@ -343,10 +347,10 @@ HZ_INLINE void page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block,
 }
 
 /* A block of a bin goes back: onto its page, or, a block of the shared
- * pages in a heap that took some, home through the stash. */
+ * pages, home through the stash. */
 HZ_INLINE void bin_block_put(hz_heap_t *heap, hz_page_t *page,
                              hz_block_t *block, bool uncarve) {
-  if (HZ_UNLIKELY(heap->took_shared) && hz_page_heap(page) != heap)
+  if (HZ_UNLIKELY(hz_page_heap(page) != heap))
     heap_send_home(heap, page, block);
   else
     page_put(heap, page, block, uncarve);
@@ -360,52 +364,60 @@ static size_t bin_capacity_of(const hz_bin_t *bin) {
   return (size_t)(bin->limit - bin->base);
 }
 
-/* Put `n` blocks of ours (block starts) back on their pages, as page_put
- * does one by one, with the page they are on kept in registers: a block of
- * the page the last was on costs a range check, its index and its bit,
- * and a run of one page's blocks is counted off its `used` in one step (a
- * bin's blocks mostly come from a few pages, in runs). */
-static void heap_put_blocks(hz_heap_t *heap, void **blocks, size_t n,
-                            bool uncarve) {
+/* A bin's blocks[0..n) go back, as bin_block_put does one by one, with
+ * the page they are on kept in registers: a block of the page the last
+ * was on costs a range check, its index and its bit, and a run of one
+ * page's blocks is counted off its `used` in one step (a bin's blocks
+ * mostly come from a few pages, in runs). The shared pages' blocks go into
+ * out[] when it is given (how many is returned), else home. */
+static unsigned heap_put_blocks(hz_heap_t *heap, void *const *blocks,
+                                size_t n, bool uncarve, void **out) {
   hz_page_t *page = NULL;
   uintptr_t start = 0, area = 0;
   uint32_t back = 0;
+  unsigned shared = 0;
+  bool ours = true;
   for (size_t i = 0; i < n; i++) {
     hz_block_t *block = blocks[i];
     if ((uintptr_t)block - start >= area) {
-      if (page != NULL) heap_page_returned(heap, page, back);
+      if (page != NULL && ours) heap_page_returned(heap, page, back);
       page = hz_segment_block_page(block);
       start = (uintptr_t)hz_page_start(page);
       area = hz_page_area(page);
+      ours = hz_page_heap(page) == heap;
       back = 0;
     }
-    if ((uncarve && hz_page_uncarve(page, block)) ||
-        hz_page_put_index(page, hz_page_index(page, block)))
+    if (HZ_UNLIKELY(!ours)) {
+      if (out != NULL)
+        out[shared++] = block;
+      else
+        heap_send_home(heap, page, block);
+    } else if ((uncarve && hz_page_uncarve(page, block)) ||
+               hz_page_put_index(page, hz_page_index(page, block))) {
       back++;
-    else
+    } else {
       hz_heap_double_free(page, block);
+    }
   }
-  if (page != NULL) heap_page_returned(heap, page, back);
+  if (page != NULL && ours) heap_page_returned(heap, page, back);
+  return shared;
 }
 
-HZ_INLINE void bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n,
-                         bool uncarve) {
-  if (HZ_UNLIKELY(heap->took_shared))
-    for (size_t i = 0; i < n; i++)
-      bin_block_put(heap, hz_segment_block_page(bin->base[i]), bin->base[i],
-                    uncarve);
-  else
-    heap_put_blocks(heap, bin->base, n, uncarve);
+/* The `n` oldest blocks of a bin leave it (see heap_put_blocks). */
+HZ_INLINE unsigned bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n,
+                             bool uncarve, void **out) {
+  unsigned shared = heap_put_blocks(heap, bin->base, n, uncarve, out);
   size_t left = hz_bin_count(bin) - n;
   memmove(bin->base, bin->base + n, left * sizeof bin->base[0]);
   bin->top = bin->base + left;
   hz_bin_moved(bin, -(int64_t)n);
   HZ_ASSERT(bin->top >= bin->base && bin->top <= bin->limit);
+  return shared;
 }
 
 /* Return the `n` oldest blocks of a bin to their pages. */
 void hz_heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n) {
-  bin_spill(heap, bin, n, false);
+  bin_spill(heap, bin, n, false, NULL);
 }
 
 /* Return every block of a bin, fresh ones it never handed out uncarved:
@@ -413,7 +425,7 @@ void hz_heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n) {
  * given back whole writes nothing into memory its thread never touched
  * (10,000 exiting threads faulted in 700 MiB linking them). */
 void hz_heap_bin_empty(hz_heap_t *heap, hz_bin_t *bin) {
-  bin_spill(heap, bin, hz_bin_count(bin), true);
+  bin_spill(heap, bin, hz_bin_count(bin), true, NULL);
 }
 
 /* Publish the bin's counts of class `cls` for other threads to read, and
@@ -445,13 +457,36 @@ void hz_heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always) {
   hz_stats_add_live(cls, delta);
 }
 
-void hz_heap_free_full_bin(void *p, hz_heap_t *heap, hz_page_t *page) {
+/* p of `page` into its full bin, the older half of the bin out first
+ * (see heap_put_blocks for `out`); the shared pages' blocks it spilled. */
+static unsigned heap_free_spill(hz_heap_t *heap, hz_page_t *page, void *p,
+                                void **out) {
+  uint8_t cls = page->class_id;
   hz_heap_enter(heap);
-  hz_bin_t *bin = &heap->bins[page->class_id];
+  hz_bin_t *bin = &heap->bins[cls];
+  unsigned shared = 0;
   if (bin->top == bin->limit)
-    hz_heap_bin_spill(heap, bin, (bin_capacity_of(bin) + 1) / 2);
+    shared = bin_spill(heap, bin, (bin_capacity_of(bin) + 1) / 2, false, out);
   *bin->top++ = p;
-  hz_heap_publish_counts(heap, page->class_id, false);
+  hz_heap_publish_counts(heap, cls, false);
+  hz_heap_leave(heap);
+  return shared;
+}
+
+void hz_heap_free_full_bin(void *p, hz_heap_t *heap, hz_page_t *page) {
+  heap_free_spill(heap, page, p, NULL);
+}
+
+unsigned hz_heap_free_spilling(hz_heap_t *heap, hz_page_t *page, void *p,
+                               void **out) {
+  return heap_free_spill(heap, page, p, out);
+}
+
+void hz_heap_send_shared(hz_heap_t *heap, void *const *blocks, unsigned n) {
+  if (n == 0) return;
+  hz_heap_enter(heap);
+  for (unsigned i = 0; i < n; i++)
+    heap_send_home(heap, hz_segment_block_page(blocks[i]), blocks[i]);
   hz_heap_leave(heap);
 }
 
@@ -786,66 +821,108 @@ static void heap_age_empty(hz_heap_t *heap, uint8_t cls) {
     hz_heap_retire_page(heap, last);
 }
 
-/* The heap's bins refill from the shared pages from now on: its own pages
- * only empty, so it keeps no empty page (page_only_empties) and the memory
- * of their free blocks goes at once, not when they are empty (a block still
- * live would keep a whole page resident). */
-static HZ_NOINLINE void heap_turn_shared(hz_heap_t *heap) {
-  heap->shared_refills = heap->took_shared = true;
+/* The heap's bin of `cls` refills from the shared pages from now on: its
+ * own pages of the class only empty, so it keeps none empty
+ * (page_only_empties) and the memory of their free blocks goes at once,
+ * not when they are empty (a block still live would keep a whole page
+ * resident). */
+static HZ_NOINLINE void heap_turn_shared(hz_heap_t *heap, uint8_t cls,
+                                         uint8_t how) {
+  heap->refills_shared[cls] = how;
   bool lazy = hz_option_enabled(HZ_OPTION_PURGE_MADV_FREE);
-  for (int c = 1; c < HZ_CLASS_COUNT; c++) {
-    hz_page_queue_t *q = &heap->queues[c];
-    while (q->last != NULL && q->last->emptied)
-      hz_heap_retire_page(heap, q->last);
-    for (hz_page_t *page = q->first; page != NULL; page = page->next)
-      hz_page_discard_free(page, lazy);
-  }
+  hz_page_queue_t *q = &heap->queues[cls];
+  while (q->last != NULL && q->last->emptied)
+    hz_heap_retire_page(heap, q->last);
+  for (hz_page_t *page = q->first; page != NULL; page = page->next)
+    hz_page_discard_free(page, lazy);
 }
 
-/* The bin of `cls` is empty: fill it half way from the heap's own pages,
- * or whole from the shared pages of `shared` (the central box's heap), from
- * as many pages as it takes, under `lock`, taken once a bin. The shared heap
- * counts as active, takes its inbox home first and ages its kept pages, as
- * an owner's slow path does. */
-HZ_INLINE bool heap_fill_bin(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
-                             hz_heap_t *shared, hz_lock_t *lock) {
-  HZ_ASSERT(bin->top == bin->base);
+/* Where a bin's refill comes from: the heap's own pages (shared NULL; with
+ * `sample`, a shared class's sample: route.h), the class's shared heap
+ * under its lock (with `sampled`, it takes samples), or blocks the ladder
+ * held. */
+typedef struct {
+  hz_heap_t *shared;
+  hz_lock_t *lock;
+  bool sampled, sample;
+  void *const *given;
+  unsigned given_count;
+} refill_from_t;
+
+/* Half the bin, or a whole one when no free came into a bin of small
+ * blocks since its last refill (a class the thread only allocates); a
+ * shared heap's own bin serves threads without a heap one block at a time
+ * and keeps none for them. */
+static uint32_t heap_own_want(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls) {
   uint32_t room = (uint32_t)bin_capacity_of(bin);
-  if (shared == NULL) {
-    heap->shared_refills = false; /* the shared pages are off */
-    /* a shared heap's own bin serves threads without a heap one block at
-     * a time: it keeps none for them; a bin of small blocks that no free
-     * came into since its last refill (a class the thread only allocates)
-     * fills whole */
-    bool only_mallocs = false;
-    if (room == HZ_BIN_SLOTS) {
-      uint64_t frees = hz_bin_frees(bin);
-      only_mallocs = frees == heap->refill_frees[cls];
-      heap->refill_frees[cls] = frees;
-    }
-    uint32_t want = heap->state == HZ_HEAP_SHARED ? 1
-                    : only_mallocs                ? room
-                                                  : room / 2;
-    return heap_refill(heap, bin, cls, want) != 0;
+  if (heap->state == HZ_HEAP_SHARED) return 1;
+  bool only_mallocs = false;
+  if (room == HZ_BIN_SLOTS) {
+    uint64_t frees = hz_bin_frees(bin);
+    only_mallocs = frees == heap->refill_frees[cls];
+    heap->refill_frees[cls] = frees;
   }
-  if (!heap->shared_refills) heap_turn_shared(heap);
-  hz_lock(lock);
+  return only_mallocs ? room : room / 2;
+}
+
+bool hz_heap_sample_turn(hz_heap_t *heap, uint8_t cls) {
+  if (++heap->shared_fills[cls] < HZ_ROUTE_SAMPLE_EVERY) return false;
+  heap->shared_fills[cls] = 0;
+  return true;
+}
+
+/* The bin of `cls` is empty: fill it from where `from` says; from the own
+ * pages half way (see heap_own_want), from the shared pages whole, from as
+ * many pages as it takes, under the class's lock, taken once a bin. The
+ * shared heap counts as active, takes its inbox home first and ages its
+ * kept pages, as an owner's slow path does. */
+HZ_INLINE bool heap_fill_bin(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
+                             const refill_from_t *from) {
+  HZ_ASSERT(bin->top == bin->base);
+  hz_heap_t *shared = from->shared;
+  if (shared == NULL) {
+    if (!from->sample) heap->refills_shared[cls] = 0;
+    uint32_t taken = heap_refill(heap, bin, cls, heap_own_want(heap, bin, cls));
+    HZ_SHARED_ADD(heap->counts[cls].handed, taken);
+    return taken != 0;
+  }
+  uint8_t how = from->sampled ? 2 : 1;
+  if (heap->refills_shared[cls] != how) heap_turn_shared(heap, cls, how);
+  uint32_t room = (uint32_t)bin_capacity_of(bin);
+  hz_lock(from->lock);
   hz_heap_note_active(shared);
   if (hz_heap_has_incoming(shared)) hz_heap_drain_inbox(shared);
   heap_age_empty(shared, cls);
   uint32_t taken = 0, got;
   while (taken < room && (got = heap_refill(shared, bin, cls, room - taken)))
     taken += got;
-  hz_unlock(lock);
+  hz_unlock(from->lock);
   return taken != 0;
 }
 
-HZ_INLINE void *heap_malloc(hz_heap_t *heap, size_t size, hz_heap_t *shared,
-                            hz_lock_t *lock) {
+/* The blocks the ladder held go into the bin of `cls` (empty): the top of
+ * the batch is handed out first. */
+static void heap_take_given(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
+                            const refill_from_t *from) {
+  unsigned n = from->given_count;
+  size_t room = (size_t)(bin->limit - bin->top);
+  unsigned fit = n < room ? n : (unsigned)room;
+  if (heap->refills_shared[cls] == 0) heap_turn_shared(heap, cls, 1);
+  memcpy(bin->top, from->given, fit * sizeof(void *));
+  bin->top += fit;
+  hz_bin_moved(bin, fit);
+  for (unsigned i = fit; i < n; i++) /* no room: cannot happen, but home */
+    heap_send_home(heap, hz_segment_block_page(from->given[i]),
+                   from->given[i]);
+}
+
+HZ_INLINE void *heap_malloc(hz_heap_t *heap, size_t size,
+                            const refill_from_t *from) {
   hz_heap_enter(heap);
   HZ_SHARED_ADD(heap->stats.slow_mallocs, 1);
   uint8_t cls = hz_sizeclass_of(size);
   hz_bin_t *bin = &heap->bins[cls];
+  if (from->given_count != 0) heap_take_given(heap, bin, cls, from);
   /* The guard's turn, inside the slow path: a collector or a signal
    * handler's malloc meets the heap busy, as for any slow path. */
   if (HZ_UNLIKELY(hz_heap_sample_due(heap, cls)) && hz_guard_active) {
@@ -859,7 +936,7 @@ HZ_INLINE void *heap_malloc(hz_heap_t *heap, size_t size, hz_heap_t *shared,
   if (hz_heap_has_incoming(heap)) hz_heap_drain_inbox(heap);
   void *block = NULL;
   heap_age_empty(heap, cls);
-  if (bin->top != bin->base || heap_fill_bin(heap, bin, cls, shared, lock)) {
+  if (bin->top != bin->base || heap_fill_bin(heap, bin, cls, from)) {
     bin->sample_left--;
     block = hz_bin_take(bin, bin->top, cls);
     hz_heap_publish_counts(heap, cls, false);
@@ -871,10 +948,24 @@ HZ_INLINE void *heap_malloc(hz_heap_t *heap, size_t size, hz_heap_t *shared,
 }
 
 void *hz_heap_malloc_small(hz_heap_t *heap, size_t size) {
-  return heap_malloc(heap, size, NULL, NULL);
+  const refill_from_t own = {0};
+  return heap_malloc(heap, size, &own);
 }
 
 void *hz_heap_malloc_shared(hz_heap_t *heap, size_t size, hz_heap_t *shared,
-                            hz_lock_t *lock) {
-  return heap_malloc(heap, size, shared, lock);
+                            hz_lock_t *lock, bool sampled) {
+  const refill_from_t from = {
+      .shared = shared, .lock = lock, .sampled = sampled};
+  return heap_malloc(heap, size, &from);
+}
+
+void *hz_heap_malloc_sample(hz_heap_t *heap, size_t size) {
+  const refill_from_t from = {.sample = true};
+  return heap_malloc(heap, size, &from);
+}
+
+void *hz_heap_malloc_given(hz_heap_t *heap, size_t size, void *const *blocks,
+                           unsigned n) {
+  const refill_from_t from = {.given = blocks, .given_count = n};
+  return heap_malloc(heap, size, &from);
 }

@@ -130,7 +130,8 @@ typedef struct {
   uint64_t allocs, frees;
   uint64_t remote_frees; /* blocks of other heaps' pages */
   uint64_t shared_frees; /* of those, the shared pages' (central box) */
-  uint64_t run_frees;    /* of those, frees that extended a run (remote.h) */
+  uint64_t run_frees;    /* of the others, frees that extended a run */
+  uint64_t handed;       /* blocks its bin took from its own pages */
   int64_t published;
 } hz_class_counts_t;
 
@@ -174,16 +175,17 @@ typedef struct hz_heap_s {
   uint8_t run_class;
   bool run_shared;
   uint32_t run_frees;
-  bool took_shared;    /* its bins took blocks of the shared pages (central) */
-  bool shared_refills; /* and its last refill did: it keeps no empty page */
+  /* Per class: its refills come from its own pages (0), from the shared
+   * pages (1: its own pages then only empty, and it keeps none empty), or
+   * from the shared pages with samples (2: one refill in
+   * HZ_ROUTE_SAMPLE_EVERY from its own pages, route.h, whose current page
+   * it keeps); and the shared refills since the last sample. */
+  uint8_t refills_shared[HZ_CLASS_COUNT];
+  uint8_t shared_fills[HZ_CLASS_COUNT];
   bool gone;           /* pooled and collected whole: its pages go at once */
   uint32_t collect_seen;  /* collector's: activity when it last looked */
   uint64_t idle_since_ms; /* collector's: when it saw that activity first */
   bool collect_clean;     /* collector's: nothing left after a full one */
-  /* The purge thread's: its counts of the heap's allocations and remote
-   * frees per class as of its last round (the thread box's rules). */
-  uint64_t judged_allocs[HZ_CLASS_COUNT];
-  uint64_t judged_remote[HZ_CLASS_COUNT];
   /* Links of the thread box's lists, under its pool lock. */
   struct hz_heap_s *next_all, *prev_all;       /* every heap not retired */
   struct hz_heap_s *next_pooled, *prev_pooled; /* heaps waiting for a thread */
@@ -211,11 +213,31 @@ HZ_INLINE hz_heap_t *hz_heap_current(void) { return hz_heap_tls; }
  * when out of memory. */
 void *hz_heap_malloc_small(hz_heap_t *heap, size_t size);
 /* The same, with the bin of the class filled (when empty) from the pages
- * of `shared`, a heap no thread owns (the central box's), under `lock`;
- * the thread's heap takes its blocks like its own and sends them home
- * like another heap's. */
+ * of `shared`, a heap no thread owns (the central box's), under `lock`
+ * (`sampled`: the class takes samples, and the heap keeps the page they
+ * come from). */
 void *hz_heap_malloc_shared(hz_heap_t *heap, size_t size, hz_heap_t *shared,
-                            hz_lock_t *lock);
+                            hz_lock_t *lock, bool sampled);
+/* A shared class's refill is a sample's this time (one in
+ * HZ_ROUTE_SAMPLE_EVERY, counted per heap and class: route.h). */
+bool hz_heap_sample_turn(hz_heap_t *heap, uint8_t cls);
+/* The same as hz_heap_malloc_small for a sample of a shared class: the
+ * bin of the class (empty) from the heap's own pages, the class still
+ * refilling from the shared pages. */
+void *hz_heap_malloc_sample(hz_heap_t *heap, size_t size);
+/* The same, with the bin of the class (empty) filled from blocks[0..n),
+ * the shared pages' blocks the ladder held (cpu_cache box). */
+void *hz_heap_malloc_given(hz_heap_t *heap, size_t size, void *const *blocks,
+                           unsigned n);
+/* The bin of p's class is full as p, a block of `page`, is freed into it:
+ * the older half of the bin leaves, the heap's own blocks onto their pages
+ * and the shared pages' into out[] (how many: at most HZ_BIN_SLOTS / 2,
+ * for the ladder to take), then p goes in. */
+unsigned hz_heap_free_spilling(hz_heap_t *heap, hz_page_t *page, void *p,
+                               void **out);
+/* The shared pages' blocks[0..n), free and marked, home to their class's
+ * heap through the stash (the ladder's last rung). */
+void hz_heap_send_shared(hz_heap_t *heap, void *const *blocks, unsigned n);
 /* Every free the fast path did not finish. For the empty heap (a thread
  * without one) it returns the block to give a heap; otherwise NULL. */
 struct hz_block_s *hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg,

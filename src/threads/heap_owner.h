@@ -90,7 +90,8 @@ HZ_INLINE void hz_heap_settle_run(hz_heap_t *heap) {
   if (heap->run_frees == 0) return;
   hz_heap_count_remote(heap, heap->run_class, heap->run_shared,
                        heap->run_frees);
-  HZ_SHARED_ADD(heap->counts[heap->run_class].run_frees, heap->run_frees);
+  if (!heap->run_shared) /* the class decision's runs: threads' pages */
+    HZ_SHARED_ADD(heap->counts[heap->run_class].run_frees, heap->run_frees);
   heap->run_frees = 0;
 }
 

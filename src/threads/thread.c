@@ -48,6 +48,7 @@
 #include "os.h"
 #include "prof.h"
 #include "purge.h"
+#include "route.h"
 #include "tool.h"
 
 /* Each heap is a mapping of its own, so a retired heap's memory goes back
@@ -122,9 +123,8 @@ static size_t threads_exited; /* with a heap, so far (the same) */
 /* Wakes the purge thread early (with pool_lock) when heaps_live drops to
  * 0, so it ends at once. */
 static pthread_cond_t purge_wake = PTHREAD_COND_INITIALIZER;
-/* A thread of a crowded program (more threads hold a heap than the shared
- * pages' rule allows, hz_cpu_sharing) makes its first ALONE_OPS small
- * mallocs and frees without a heap: its blocks come from the shared pages
+/* A thread of a crowded program (thread_crowded) makes its first ALONE_OPS
+ * small mallocs and frees without a heap: its blocks come from the shared pages
  * one at a time under their class's lock, and go home one at a time to
  * their owner's inbox. A heap costs a thread the lines of its bins and a
  * page cut for every class it uses (2,000 threads of 50 blocks each held
@@ -401,13 +401,13 @@ static void purge_drain_caches(void) {
   pool_give();
 }
 
-/* The per-CPU caches hold blocks of every heap. Once no heap has taken a
- * slow path for HZ_IDLE_FULL_MS, the purge thread empties them into a
- * borrowed heap, which sends the blocks home; the owners' collection and
- * the purge then give their pages back, as for any idle memory. */
+/* The CPU caches and depots hold the shared pages' blocks. Once no heap
+ * has taken a slow path for HZ_IDLE_FULL_MS, the purge thread empties them
+ * through a borrowed heap, which sends the blocks to their class heaps;
+ * the class heaps' collection and the purge then give their pages back,
+ * as for any idle memory. */
 static void purge_drain_idle_caches(void) {
   static uint64_t seen_activity, quiet_since_ms;
-  if (!hz_cpu_cache_on) return;
   uint64_t now_ms = hz_os_now_ms(), activity = 0;
   pool_take();
   for (hz_heap_t *h = heaps_all.first; h != NULL; h = h->next_all)
@@ -423,87 +423,75 @@ static void purge_drain_idle_caches(void) {
   purge_drain_caches();
 }
 
-/* What one heap allocated and freed of other heaps' blocks of class `c`
- * since the last round: the smaller of the two. */
-static uint64_t purge_heap_crossed(hz_heap_t *h, int c) {
-  uint64_t allocs = HZ_SHARED_GET(h->counts[c].allocs);
-  uint64_t remote = HZ_SHARED_GET(h->counts[c].remote_frees);
-  uint64_t a = allocs - h->judged_allocs[c], r = remote - h->judged_remote[c];
-  h->judged_allocs[c] = allocs, h->judged_remote[c] = remote;
-  if ((int64_t)a < 0 || (int64_t)r < 0) return 0; /* counts went back */
-  return a < r ? a : r;
+/* The CPUs the program may run on, as the crowding test counts them. */
+static size_t thread_cpus(void) {
+  static size_t cpus;
+  if (cpus == 0) {
+    long n = sysconf(_SC_NPROCESSORS_CONF);
+    cpus = n > 0 ? (size_t)n : 1;
+  }
+  return cpus;
+}
+
+/* More threads hold a heap than HZ_SHARED_PAGES a CPU (route.h). */
+static bool thread_crowded(void) {
+  return hz_route_crowded(HZ_SHARED_GET(heaps_live), thread_cpus(),
+                          (size_t)hz_option(HZ_OPTION_SHARED_PAGES));
 }
 
 /* What a sum grew by since the last round, `seen` (nothing if it went
- * back); the sum is remembered for the next. */
+ * back: a heap retired); the sum is remembered for the next. */
 static uint64_t purge_growth(uint64_t sum, uint64_t *seen) {
   uint64_t grew = sum > *seen ? sum - *seen : 0;
   *seen = sum;
   return grew;
 }
 
-/* What the heaps published of each class's frees since the last round:
- * all of them, those of other threads' heaps' blocks that went through
- * a stash (while a class is on the caches, those go there and are not
- * counted; the shared pages' blocks, which young threads took without a
- * heap and free with one, are no other thread's), of those the ones that
- * extended a run, and the ones a heap made that also allocated the class.
- * The sums may go back (a heap retired, a count published while a
- * collector held its bins): what went back counts as nothing new. */
-static void purge_class_frees(hz_cpu_frees_t *out) {
-  static uint64_t remote_seen[HZ_CLASS_COUNT], frees_seen[HZ_CLASS_COUNT],
-      runs_seen[HZ_CLASS_COUNT];
-  uint64_t remote[HZ_CLASS_COUNT] = {0}, frees[HZ_CLASS_COUNT] = {0},
-           runs[HZ_CLASS_COUNT] = {0};
-  memset(out->crossed, 0, sizeof out->crossed);
+/* Add what the heaps published of each class since the last round to
+ * `seen`: blocks handed out from their own pages, frees of those pages'
+ * blocks by other threads (through a stash), and of those the frees that
+ * extended a run. */
+static void purge_class_seen(hz_route_seen_t seen[HZ_CLASS_COUNT]) {
+  static hz_route_seen_t sums_seen[HZ_CLASS_COUNT];
+  static hz_route_seen_t sums[HZ_CLASS_COUNT];
+  memset(sums, 0, sizeof sums);
   pool_take();
   for (hz_heap_t *h = heaps_all.first; h != NULL; h = h->next_all)
     for (int c = 1; c < HZ_CLASS_COUNT; c++) {
-      remote[c] += HZ_SHARED_GET(h->counts[c].remote_frees) -
-                   HZ_SHARED_GET(h->counts[c].shared_frees);
-      frees[c] += HZ_SHARED_GET(h->counts[c].frees);
-      runs[c] += HZ_SHARED_GET(h->counts[c].run_frees);
-      out->crossed[c] += purge_heap_crossed(h, c);
+      const hz_class_counts_t *k = &h->counts[c];
+      sums[c].handed += HZ_SHARED_GET(k->handed);
+      sums[c].remote += HZ_SHARED_GET(k->remote_frees) -
+                        HZ_SHARED_GET(k->shared_frees);
+      sums[c].runs += HZ_SHARED_GET(k->run_frees);
     }
   pool_give();
   for (int c = 1; c < HZ_CLASS_COUNT; c++) {
-    out->remote[c] = purge_growth(remote[c], &remote_seen[c]);
-    out->frees[c] = purge_growth(frees[c], &frees_seen[c]);
-    out->runs[c] = purge_growth(runs[c], &runs_seen[c]);
+    seen[c].handed += purge_growth(sums[c].handed, &sums_seen[c].handed);
+    seen[c].remote += purge_growth(sums[c].remote, &sums_seen[c].remote);
+    seen[c].runs += purge_growth(sums[c].runs, &sums_seen[c].runs);
   }
 }
 
-/* Threads free each other's blocks: since the last look, at least one
- * free in CROSS_SHARE went to another heap. */
-#define CROSS_SHARE 8
-
-static bool purge_frees_cross(const hz_cpu_frees_t *seen) {
-  uint64_t remote = 0, frees = 0;
-  for (int c = 1; c < HZ_CLASS_COUNT; c++)
-    remote += seen->remote[c], frees += seen->frees[c];
-  return remote != 0 && remote * CROSS_SHARE >= frees;
-}
-
-/* The front end's rules look at the threads holding a heap, the threads
- * that exited since the last round and each class's frees. A crowded
- * program whose threads free each other's blocks takes the shared pages,
- * and keeps them while it is crowded: their frees all look like other
- * heaps' then, so the share cannot be told again. */
-static void purge_rejudge_caches(void) {
-  static size_t exits_seen;
-  static hz_cpu_frees_t seen;
-  size_t exits = HZ_SHARED_GET(threads_exited);
-  size_t threads = HZ_SHARED_GET(heaps_live);
-  purge_class_frees(&seen);
-  bool shared = hz_cpu_sharing(threads) &&
-                (HZ_SHARED_GET(hz_central_on) || purge_frees_cross(&seen));
-  if (shared != HZ_SHARED_GET(hz_central_on) && !hz_central_set(shared))
-    shared = false;
-  if (hz_cpu_cache_rejudge(threads, exits - exits_seen,
-                           shared ? hz_central_base() : NULL, hz_central_span(),
-                           &seen))
-    purge_drain_caches();
-  exits_seen = exits;
+/* The class decision (route.h), for every class: where its refills come
+ * from. A class that leaves the shared pages leaves its blocks in the CPU
+ * caches and depots, which no refill of it takes any more: they go to
+ * their class heaps at once. */
+static void purge_judge_classes(void) {
+  static hz_route_seen_t seen[HZ_CLASS_COUNT];
+  if (hz_option(HZ_OPTION_SHARED_PAGES) == 0) return;
+  purge_class_seen(seen);
+  bool crowded = thread_crowded(), left = false;
+  hz_central_route_t shared = crowded ? HZ_CENTRAL_SHARED : HZ_CENTRAL_SAMPLED;
+  for (int c = 1; c < HZ_CLASS_COUNT; c++) {
+    bool now = hz_central_shares((size_t)c);
+    bool next = hz_route_shared(&seen[c], now, crowded);
+    if (hz_route_ready(&seen[c])) memset(&seen[c], 0, sizeof seen[c]);
+    if (next && HZ_SHARED_GET(hz_central_route[c]) != shared)
+      hz_central_set((size_t)c, shared);
+    else if (!next && now)
+      left |= hz_central_set((size_t)c, HZ_CENTRAL_THREAD);
+  }
+  if (left) purge_drain_caches();
 }
 
 static void *purge_thread_main(void *arg) {
@@ -517,7 +505,7 @@ static void *purge_thread_main(void *arg) {
   uint64_t period = purge_period_ms();
   while (purge_thread_sleep(period)) {
     purge_drain_idle_caches();
-    purge_rejudge_caches();
+    purge_judge_classes();
     hz_thread_collect(true);
     hz_central_collect(false);
     hz_purge_run(false);
@@ -707,23 +695,12 @@ void *hz_thread_large_alloc(size_t size, size_t align, bool zero) {
  * segment. */
 void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap) {
   if (heap->state == HZ_HEAP_EMPTY) return hz_thread_malloc_unattached(size);
-  if (size <= HZ_CPU_BLOCK_MAX) {
-    size_t cls = hz_sizeclass_of(size);
-    if (hz_cpu_serves(heap, cls)) {
-      /* Its own pages only empty now, as their blocks come home: blocks go
-       * home on every miss, not only on the heap's rarer slow paths; and a
-       * thread the caches serve is not idle (collectors would take its
-       * bins and free blocks' memory every round). */
-      if (HZ_UNLIKELY(heap->shared_refills)) hz_heap_send_and_take(heap);
-      void *p = hz_cpu_refill(heap, cls);
-      if (p != NULL) return p;
-    }
-  }
   hz_purge_tick();
   if (size > HZ_SMALL_MAX) return hz_thread_large_alloc(size, 0, false);
   uint64_t pages = heap->stats.pages_acquired;
-  void *p = hz_central_serves() ? hz_central_malloc(heap, size)
-                                : hz_heap_malloc_small(heap, size);
+  void *p = hz_central_shares(hz_sizeclass_of(size))
+                ? hz_central_malloc(heap, size)
+                : hz_heap_malloc_small(heap, size);
   if (heap->stats.pages_acquired != pages) hz_thread_reclaim_pooled();
   return HZ_LIKELY(p != NULL) ? p : thread_retry(heap, size, 0, false);
 }
@@ -747,8 +724,7 @@ static bool thread_free_far(void *p, hz_segment_t **seg, hz_page_t **page) {
 /* A thread without a heap stays without one for this malloc or free: a
  * young thread of a crowded program (see ALONE_OPS). */
 static bool thread_stays_alone(void) {
-  if (thread_exiting || alone_ops >= ALONE_OPS ||
-      !hz_cpu_sharing(HZ_SHARED_GET(heaps_live)))
+  if (thread_exiting || alone_ops >= ALONE_OPS || !thread_crowded())
     return false;
   alone_ops++;
   return true;
@@ -807,7 +783,7 @@ __attribute__((constructor)) static void thread_process_start(void) {
   hz_guard_start();
   if ((hz_prof_active || hz_guard_active) && hz_heap_tls != &hz_heap_empty)
     hz_heap_arm_sampling(hz_heap_tls);
-  if (!hz_prof_active) hz_cpu_cache_init();
+  hz_cpu_cache_init(!hz_prof_active);
 }
 
 static bool pool_contains_locked(const hz_heap_t *heap) {
@@ -865,5 +841,6 @@ void hz_thread_summarize(hz_heap_summary_t *out) {
   hz_segment_summarize(&out->pages_in_use, &out->blocks_live, &out->bytes_live,
                        &out->blocks_free_on_pages);
   hz_cpu_cache_stats(&out->front);
+  hz_central_count(&out->front.shared_classes, &out->front.class_turns);
   hz_unlock(&collect_lock);
 }

@@ -1,0 +1,27 @@
+/* route: the class decision (see route.h). */
+#include "route.h"
+
+/* A class shares pages once one block in CROSS_SHARE of its threads'
+ * pages is freed by another thread than the owner; it turns local again
+ * when fewer than one in 2 * CROSS_SHARE are (the gap keeps a class near
+ * the line from turning at every round). */
+#define CROSS_SHARE 8
+
+/* Frees that cross threads in runs (half of them or more extend a run)
+ * are a producer and its consumers: on their own pages their blocks go
+ * home a run at a time and come back in address order, which the shared
+ * pages would give up. Such a class shares only while the program is
+ * crowded, where a page of every class in every thread's heap is what
+ * costs most. */
+static bool crosses_in_runs(const hz_route_seen_t *seen) {
+  return seen->runs * 2 >= seen->remote;
+}
+
+bool hz_route_shared(const hz_route_seen_t *seen, bool shared_now,
+                     bool crowded) {
+  if (!hz_route_ready(seen)) return shared_now;
+  if (shared_now) /* seen through the samples: crowded, there are none */
+    return crowded || seen->remote * 2 * CROSS_SHARE >= seen->handed;
+  return seen->remote * CROSS_SHARE >= seen->handed &&
+         (crowded || !crosses_in_runs(seen));
+}
