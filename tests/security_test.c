@@ -283,8 +283,10 @@ static void case_df_retired_cross_thread(void) {
  * from another thread whose owner has exited), then takes blocks of its
  * size until whatever it was sent home through has been drained: release
  * reports it once and goes on, the block never handed to two holders (the
- * blocks taken are all distinct). Each runs with the per-CPU caches on
- * (where rseq is there) and off (".nocache": HZ_CPU_CACHE=0). */
+ * blocks taken are all distinct). Each runs on the threads' own pages
+ * (no class shares pages: no purge thread's round) and on the shared
+ * pages (".shared": HZ_SHARED_PAGES=-1, their ladder through the per-CPU
+ * caches where rseq is there). */
 enum { DF_TAKE = 3000 };
 static size_t df_size;
 static unsigned char **df_taken;
@@ -1258,12 +1260,11 @@ static void random_order_after(const case_t *c, const char *notes);
 
 /* A spoilt free list, every variant: secure and debug stop at the first
  * sign, release reports each list it drops and goes on. The blocks travel
- * home as lists only without the per-CPU caches, which would take them
- * (and report a write into a cached block's mark as CACHED_TWICE). */
+ * home as lists only from threads' own pages (no class shares pages). */
 #define STEERED(name, run)                                                     \
   {                                                                            \
     name, run, SEC | DBG | REL, OUT_ABORT, OUT_REPORTED_EACH,                  \
-        WRITE_AFTER_FREE, CORRUPT_LIST, "HZ_CPU_CACHE=0", NULL                 \
+        WRITE_AFTER_FREE, CORRUPT_LIST, "HZ_SHARED_PAGES=0", NULL              \
   }
 
 /* Blocks freed by their owner wait on their page, whose free blocks are a
@@ -1286,10 +1287,10 @@ static void random_order_after(const case_t *c, const char *notes);
     name, run, SEC | DBG | REL, OUT_ABORT, OUT_REPORTED, DOUBLE_FREE,          \
         CACHED_TWICE, env, NULL                                                \
   }
-/* A case run twice: with the per-CPU caches (where rseq is there) and
- * without (".nocache"). */
+/* A case run twice: on the threads' own pages and on the shared pages
+ * (".shared"). */
 #define DF_CASES_BOTH(name, run)                                               \
-  DF_CASE(name, run, NULL), DF_CASE(name ".nocache", run, "HZ_CPU_CACHE=0")
+  DF_CASE(name, run, NULL), DF_CASE(name ".shared", run, "HZ_SHARED_PAGES=-1")
 
 /* The route cases of one size: crowded ones with the caches only (the
  * crowding rules are the front end's) and the purge thread, whose rounds

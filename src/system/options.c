@@ -66,13 +66,14 @@ static option_entry_t option_table[HZ_OPTION_COUNT] = {
                              "per-CPU caches of the shared pages' blocks "
                              "up to 32 KiB on glibc's rseq (release "
                              "build; 0: their depots only)"},
-    [HZ_OPTION_SHARED_PAGES] = {"SHARED_PAGES", HZ_OPTION_BYTES, 4,
+    [HZ_OPTION_SHARED_PAGES] = {"SHARED_PAGES", HZ_OPTION_MS, 4,
                                 "threads a CPU past which a program is "
                                 "crowded: its classes whose blocks other "
                                 "threads free share pages even where the "
                                 "frees come in runs, and its young "
                                 "threads start without a heap (0: no "
-                                "class ever shares pages)"},
+                                "class ever shares pages; -1: every class "
+                                "shares them from the start)"},
     [HZ_OPTION_GUARD_SAMPLE] = {"GUARD_SAMPLE", HZ_OPTION_BYTES,
                                 HZ_GUARD_SAMPLE_DEFAULT,
                                 "about one malloc in this many (up to "
@@ -106,7 +107,7 @@ static const struct {
     {HZ_OPTION_GUARD_MAX, 1, (long)HZ_SMALL_MAX},
     {HZ_OPTION_GUARD_SLOTS, 1, 4096},
     {HZ_OPTION_GUARD_MODE, 0, 2},
-    {HZ_OPTION_SHARED_PAGES, 0, 4096},
+    {HZ_OPTION_SHARED_PAGES, -1, 4096},
 };
 
 static bool option_in_range(hz_option_t option, long value) {

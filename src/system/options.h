@@ -41,7 +41,7 @@ const char *hz_option_text(hz_option_t option);
 typedef enum {
   HZ_OPTION_BOOL,  /* 1/0, on/off, yes/no, true/false */
   HZ_OPTION_BYTES, /* 0 or more, with an optional K/M/G suffix */
-  HZ_OPTION_MS,    /* milliseconds: 0 or more, or -1 (never) */
+  HZ_OPTION_MS,    /* a count (milliseconds): 0 or more, or -1 */
   HZ_OPTION_TEXT   /* any text (a path) */
 } hz_option_kind_t;
 

@@ -457,10 +457,8 @@ void hz_heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always) {
   hz_stats_add_live(cls, delta);
 }
 
-/* p of `page` into its full bin, the older half of the bin out first
- * (see heap_put_blocks for `out`); the shared pages' blocks it spilled. */
-static unsigned heap_free_spill(hz_heap_t *heap, hz_page_t *page, void *p,
-                                void **out) {
+unsigned hz_heap_free_spilling(hz_heap_t *heap, hz_page_t *page, void *p,
+                               void **out) {
   uint8_t cls = page->class_id;
   hz_heap_enter(heap);
   hz_bin_t *bin = &heap->bins[cls];
@@ -474,12 +472,7 @@ static unsigned heap_free_spill(hz_heap_t *heap, hz_page_t *page, void *p,
 }
 
 void hz_heap_free_full_bin(void *p, hz_heap_t *heap, hz_page_t *page) {
-  heap_free_spill(heap, page, p, NULL);
-}
-
-unsigned hz_heap_free_spilling(hz_heap_t *heap, hz_page_t *page, void *p,
-                               void **out) {
-  return heap_free_spill(heap, page, p, out);
+  hz_heap_free_spilling(heap, page, p, NULL);
 }
 
 void hz_heap_send_shared(hz_heap_t *heap, void *const *blocks, unsigned n) {

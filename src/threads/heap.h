@@ -232,7 +232,8 @@ void *hz_heap_malloc_given(hz_heap_t *heap, size_t size, void *const *blocks,
 /* The bin of p's class is full as p, a block of `page`, is freed into it:
  * the older half of the bin leaves, the heap's own blocks onto their pages
  * and the shared pages' into out[] (how many: at most HZ_BIN_SLOTS / 2,
- * for the ladder to take), then p goes in. */
+ * for the ladder to take; out NULL: home to their class heaps), then p
+ * goes in. */
 unsigned hz_heap_free_spilling(hz_heap_t *heap, hz_page_t *page, void *p,
                                void **out);
 /* The shared pages' blocks[0..n), free and marked, home to their class's

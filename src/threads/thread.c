@@ -425,18 +425,22 @@ static void purge_drain_idle_caches(void) {
 
 /* The CPUs the program may run on, as the crowding test counts them. */
 static size_t thread_cpus(void) {
-  static size_t cpus;
-  if (cpus == 0) {
-    long n = sysconf(_SC_NPROCESSORS_CONF);
-    cpus = n > 0 ? (size_t)n : 1;
+  static size_t cpus; /* 0 until first asked; any thread may ask */
+  size_t n = HZ_SHARED_GET(cpus);
+  if (n == 0) {
+    long conf = sysconf(_SC_NPROCESSORS_CONF);
+    n = conf > 0 ? (size_t)conf : 1;
+    HZ_SHARED_SET(cpus, n);
   }
-  return cpus;
+  return n;
 }
 
-/* More threads hold a heap than HZ_SHARED_PAGES a CPU (route.h). */
+/* More threads hold a heap than HZ_SHARED_PAGES a CPU (route.h; never
+ * with 0 or -1). */
 static bool thread_crowded(void) {
-  return hz_route_crowded(HZ_SHARED_GET(heaps_live), thread_cpus(),
-                          (size_t)hz_option(HZ_OPTION_SHARED_PAGES));
+  long per_cpu = hz_option(HZ_OPTION_SHARED_PAGES);
+  return per_cpu > 0 && hz_route_crowded(HZ_SHARED_GET(heaps_live),
+                                         thread_cpus(), (size_t)per_cpu);
 }
 
 /* What a sum grew by since the last round, `seen` (nothing if it went
@@ -478,7 +482,7 @@ static void purge_class_seen(hz_route_seen_t seen[HZ_CLASS_COUNT]) {
  * their class heaps at once. */
 static void purge_judge_classes(void) {
   static hz_route_seen_t seen[HZ_CLASS_COUNT];
-  if (hz_option(HZ_OPTION_SHARED_PAGES) == 0) return;
+  if (hz_option(HZ_OPTION_SHARED_PAGES) <= 0) return; /* never, or always */
   purge_class_seen(seen);
   bool crowded = thread_crowded(), left = false;
   hz_central_route_t shared = crowded ? HZ_CENTRAL_SHARED : HZ_CENTRAL_SAMPLED;
@@ -784,6 +788,9 @@ __attribute__((constructor)) static void thread_process_start(void) {
   if ((hz_prof_active || hz_guard_active) && hz_heap_tls != &hz_heap_empty)
     hz_heap_arm_sampling(hz_heap_tls);
   hz_cpu_cache_init(!hz_prof_active);
+  if (hz_option(HZ_OPTION_SHARED_PAGES) < 0) /* every class, from the start */
+    for (int c = 1; c < HZ_CLASS_COUNT; c++)
+      hz_central_set((size_t)c, HZ_CENTRAL_SHARED);
 }
 
 static bool pool_contains_locked(const hz_heap_t *heap) {
