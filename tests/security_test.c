@@ -1244,9 +1244,6 @@ typedef struct case_s {
 #define INTERIOR                                                               \
   E "invalid free (not at the start of a block) of %s (size class "
 #define REENTERED E "re-entered slow path of "
-/* A block leaving a per-CPU cache without its mark (release): "double
- * free of" or "double free or write after free of". */
-#define CACHED_TWICE     E "double free"
 #define WRITE_AFTER_FREE E "write after free of %s (size class "
 #define CORRUPT_LIST     E "corrupted free list (a freed block was overwritten) of "
 #define SIZED            E "sized delete mismatch (freed as 16 bytes) of %s (size class "
@@ -1285,7 +1282,7 @@ static void random_order_after(const case_t *c, const char *notes);
 #define DF_CASE(name, run, env)                                                \
   {                                                                            \
     name, run, SEC | DBG | REL, OUT_ABORT, OUT_REPORTED, DOUBLE_FREE,          \
-        CACHED_TWICE, env, NULL                                                \
+        NULL, env, NULL                                                        \
   }
 /* A case run twice: on the threads' own pages and on the shared pages
  * (".shared"). */

@@ -25,7 +25,7 @@ static bool central_make(void);
 
 /* The heap of class `cls`, set up by its first use. */
 static hz_heap_t *central_class(uint8_t cls) {
-  hz_heap_t *shared = &central[cls];
+  hz_heap_t *shared = (hz_heap_t *)hz_central_base() + cls;
   if (HZ_UNLIKELY(!__atomic_load_n(&class_made[cls], __ATOMIC_ACQUIRE))) {
     hz_lock(&class_lock[cls]);
     if (!class_made[cls]) hz_heap_init_shared(shared, cls);
@@ -120,8 +120,9 @@ size_t hz_central_span(void) { return HZ_SHARED_GET(hz_heap_shared_span); }
 
 bool hz_central_set(size_t cls, hz_central_route_t route) {
   if (route != HZ_CENTRAL_THREAD && !central_ready()) return false;
+  /* release: a malloc that reads the route (acquire) finds the heaps */
   uint8_t was = __atomic_exchange_n(&hz_central_route[cls], (uint8_t)route,
-                                    __ATOMIC_RELAXED);
+                                    __ATOMIC_RELEASE);
   if ((was == HZ_CENTRAL_THREAD) != (route == HZ_CENTRAL_THREAD))
     __atomic_add_fetch(&class_turns, 1, __ATOMIC_RELAXED);
   return true;

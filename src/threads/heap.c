@@ -406,6 +406,7 @@ static unsigned heap_put_blocks(hz_heap_t *heap, void *const *blocks,
 /* The `n` oldest blocks of a bin leave it (see heap_put_blocks). */
 HZ_INLINE unsigned bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n,
                              bool uncarve, void **out) {
+  if (n == 0) return 0; /* a shared heap's bins of other classes: none */
   unsigned shared = heap_put_blocks(heap, bin->base, n, uncarve, out);
   size_t left = hz_bin_count(bin) - n;
   memmove(bin->base, bin->base + n, left * sizeof bin->base[0]);
