@@ -17,11 +17,18 @@ static bool crosses_in_runs(const hz_route_seen_t *seen) {
   return seen->runs * 2 >= seen->remote;
 }
 
+/* Frees that cross threads, `share` of the blocks handed out at least,
+ * and not in runs unless the program is crowded. */
+static bool crossing(const hz_route_seen_t *seen, uint64_t share,
+                     bool crowded) {
+  return seen->remote * share >= seen->handed &&
+         (crowded || !crosses_in_runs(seen));
+}
+
 bool hz_route_shared(const hz_route_seen_t *seen, bool shared_now,
                      bool crowded) {
   if (!hz_route_ready(seen)) return shared_now;
   if (shared_now) /* seen through the samples: crowded, there are none */
-    return crowded || seen->remote * 2 * CROSS_SHARE >= seen->handed;
-  return seen->remote * CROSS_SHARE >= seen->handed &&
-         (crowded || !crosses_in_runs(seen));
+    return crowded || crossing(seen, 2 * CROSS_SHARE, crowded);
+  return crossing(seen, CROSS_SHARE, crowded);
 }

@@ -21,7 +21,7 @@ typedef enum {
   HZ_OPTION_PROF_LEAKS,      /* the leak report at exit */
   HZ_OPTION_PROF_SIGNAL,     /* a profile on SIGUSR2 */
   HZ_OPTION_PROF_PREFIX,     /* where profiles go: PREFIX.pid.seq.why.heap */
-  HZ_OPTION_CPU_CACHE,       /* per-CPU caches in front (rseq) */
+  HZ_OPTION_CPU_CACHE,       /* the ladder's per-CPU caches (rseq) */
   HZ_OPTION_SHARED_PAGES,    /* threads a CPU past which a program is crowded */
   HZ_OPTION_GUARD_SAMPLE,    /* one malloc in N on guarded pages (0: none) */
   HZ_OPTION_GUARD_MAX,       /* the largest request guarded */

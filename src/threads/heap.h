@@ -286,7 +286,7 @@ HZ_INLINE void *hz_bin_take(hz_bin_t *bin, void **top, unsigned cls) {
 }
 
 /* The class's next malloc is a sample's (the guard's, or the profiler's):
- * the heap must serve it, not the per-CPU front end. */
+ * the malloc slow path serves it. */
 HZ_INLINE bool hz_heap_sample_due(const hz_heap_t *heap, size_t cls) {
   return heap->bins[cls].sample_left == 1;
 }

@@ -617,6 +617,19 @@ static void install_hooks(void) {
   atomic_store_explicit(&hooks_state, 2, memory_order_release);
 }
 
+/* Every class refills from the shared pages: from the start with
+ * HZ_SHARED_PAGES=-1 (no round judges them), else from a program's second
+ * thread on, each with samples of its own pages, until the rounds see its
+ * frees stay local or come in runs (route.h). A program's first thread
+ * keeps its own pages while it is alone: no other thread frees its blocks. */
+static void thread_share_all(void) {
+  hz_central_route_t route = hz_option(HZ_OPTION_SHARED_PAGES) < 0
+                                 ? HZ_CENTRAL_SHARED
+                                 : HZ_CENTRAL_SAMPLED;
+  for (int c = 1; c < HZ_CLASS_COUNT; c++)
+    hz_central_set((size_t)c, route);
+}
+
 /* Make `heap`, just taken, the thread's own; false if a signal handler's
  * malloc, landing while heap_take mapped it, gave the thread one already:
  * that one stays (bound and counted) and `heap` goes to the pool. Bound
@@ -642,8 +655,9 @@ hz_heap_t *hz_thread_attach(void) {
   pthread_setspecific(thread_key, heap);
   pool_take();
   HZ_SHARED_ADD(heaps_live, 1);
-  bool threaded = ++heaps_bound >= 2;
+  bool threaded = ++heaps_bound >= 2, second = heaps_bound == 2;
   pool_give();
+  if (second && hz_option(HZ_OPTION_SHARED_PAGES) > 0) thread_share_all();
   if (threaded &&
       !atomic_load_explicit(&purge_thread_started, memory_order_relaxed))
     purge_thread_start();
@@ -788,9 +802,7 @@ __attribute__((constructor)) static void thread_process_start(void) {
   if ((hz_prof_active || hz_guard_active) && hz_heap_tls != &hz_heap_empty)
     hz_heap_arm_sampling(hz_heap_tls);
   hz_cpu_cache_init(!hz_prof_active);
-  if (hz_option(HZ_OPTION_SHARED_PAGES) < 0) /* every class, from the start */
-    for (int c = 1; c < HZ_CLASS_COUNT; c++)
-      hz_central_set((size_t)c, HZ_CENTRAL_SHARED);
+  if (hz_option(HZ_OPTION_SHARED_PAGES) < 0) thread_share_all();
 }
 
 static bool pool_contains_locked(const hz_heap_t *heap) {
