@@ -104,8 +104,8 @@ static bool judged(uint64_t handed, uint64_t remote, uint64_t runs, bool now,
 
 static void decision(void) {
   /* too little seen: what it does */
-  CHECK(!judged(1000, 1000, 0, false, false));
-  CHECK(judged(1000, 0, 0, true, false));
+  CHECK(!judged(HZ_ROUTE_MIN_HANDED - 1, 1000, 0, false, false));
+  CHECK(judged(HZ_ROUTE_MIN_HANDED - 1, 0, 0, true, false));
   /* thread pages: 1 in 8 crossing shares, fewer does not */
   CHECK(judged(8000, 1000, 0, false, false));
   CHECK(!judged(8000, 999, 0, false, false));
@@ -114,10 +114,11 @@ static void decision(void) {
   CHECK(!judged(8000, 4000, 2000, false, false));
   CHECK(judged(8000, 4000, 1999, false, false));
   CHECK(judged(8000, 4000, 4000, false, true));
-  /* shared, seen through the samples: back below 1 in 16, not while
-   * crowded */
+  /* shared, seen through the samples: back below 1 in 16, or in runs, not
+   * while crowded */
   CHECK(judged(16000, 1000, 0, true, false));
   CHECK(!judged(16000, 999, 0, true, false));
+  CHECK(!judged(16000, 4000, 2000, true, false));
   CHECK(judged(16000, 0, 0, true, true));
   /* crowding */
   CHECK(hz_route_crowded(9, 2, 4) && !hz_route_crowded(8, 2, 4));

@@ -102,10 +102,10 @@ static bool read_counts(const char *err, double out[COUNTS]) {
 static bool run_at(const char *argv0, int t, double out[COUNTS]) {
   char arg[32];
   snprintf(arg, sizeof arg, "%d", t);
-  /* The per-thread remote path (stash, inbox): the per-CPU front end,
-   * which takes it only for its overflow, has its own test. */
-  static const char *const settings[] = {"HZ_SHOW_STATS=1", "HZ_CPU_CACHE=0",
-                                         NULL};
+  /* The route of threads' own pages (stash, inbox): the shared pages'
+   * ladder, which a crowded program's classes take, has its own test. */
+  static const char *const settings[] = {"HZ_SHOW_STATS=1",
+                                         "HZ_SHARED_PAGES=0", NULL};
   child_result_t r = child_run(argv0, arg, settings);
   bool ok = r.status == 0 && r.err != NULL && read_counts(r.err, out);
   CHECK_MSG(ok, "T=%d: child exit %d, no shared-writes line in:\n%s", t,

@@ -68,16 +68,19 @@
  * pooled heap collected, the inbox taken home).
  *
  * With "cached": blocks another thread freed count as frees while they wait
- * in the per-CPU caches. A child allocates CACHED_PER_CLASS blocks of each
- * of CACHED_CLASSES sizes (classes nothing else here uses, small enough
- * for the caches) and a second thread, with a heap of its own, frees them
- * all: with the caches on, onto its CPU's cache (fewer than a stack holds:
- * none go home). After the join, each class's counts at exit are exactly
- * CACHED_PER_CLASS allocations and frees and 0 live, in the JSON and in
- * the HZ_SHOW_STATS=1 report alike, and the JSON's free_waiting.cpu_caches
- * is the front end's cached_blocks; the same with HZ_CPU_CACHE=0 (every free
- * through the stash). Where the blocks are when the report reads them (the
- * caches, or home after a drain) does not matter: the counts are the same.
+ * on the shared pages' ladder. A child, every class on the shared pages
+ * (HZ_SHARED_PAGES=-1), allocates CACHED_PER_CLASS blocks of each of
+ * CACHED_CLASSES sizes (classes nothing else here uses, small enough for
+ * the CPU caches) and a second thread, with a heap of its own, frees them
+ * all: onto its bin, which overflows (more than a bin holds) onto its CPU's
+ * cache and the depot. After the join, each class's counts at exit are
+ * exactly CACHED_PER_CLASS allocations and frees and 0 live, in the JSON
+ * and in the HZ_SHOW_STATS=1 report alike, and the JSON's
+ * free_waiting.cpu_caches is the ladder's cached_blocks, more than 0; the
+ * same with HZ_CPU_CACHE=0 (the depots) and with HZ_SHARED_PAGES=0 (the
+ * threads' pages: every free through the stash, none on the ladder).
+ * Where the blocks are when the report reads them (the ladder, or home
+ * after a drain) does not matter: the counts are the same.
  *
  * With "rss": the peak RSS is never shown below the RSS shown with it
  * (peak_rss_bytes >= rss_bytes >= 16 MiB after touching 16 MiB, and at
@@ -139,7 +142,7 @@ static const size_t drain_triggers[] = {11000, 20000,  40000,
  * fewer than the 64 a CPU's cache holds of each class */
 static const size_t cached_sizes[] = {150, 700, 2500};
 #define CACHED_CLASSES   (sizeof cached_sizes / sizeof cached_sizes[0])
-#define CACHED_PER_CLASS 40
+#define CACHED_PER_CLASS 200
 
 #define MARK_BEGIN "child: hz_stats_print begin\n"
 #define MARK_END   "child: hz_stats_print end\n"
@@ -828,15 +831,21 @@ static void check_cached_class(const char *mode, span_t json, const char *err,
               j.live);
 }
 
-/* cached mode, with the caches (unless the environment has no rseq) or
- * without them. */
-static void cached_run(const char *self, bool caches) {
-  const char *mode = caches ? "cached" : "cached, HZ_CPU_CACHE=0";
+/* cached mode on the shared pages, with the CPU caches (unless the
+ * environment has no rseq) or the depots alone, or on the threads' pages. */
+typedef enum { CACHED_LADDER, CACHED_DEPOTS, CACHED_THREADS } cached_how_t;
+
+static void cached_run(const char *self, cached_how_t how) {
+  const char *mode = how == CACHED_LADDER   ? "cached"
+                     : how == CACHED_DEPOTS ? "cached, HZ_CPU_CACHE=0"
+                                            : "cached, HZ_SHARED_PAGES=0";
   int failures_before = check_failures;
   char path[128], setting[160];
   json_path(path, sizeof path, setting, sizeof setting);
-  const char *const settings[] = {setting, "HZ_SHOW_STATS=1",
-                                  caches ? NULL : "HZ_CPU_CACHE=0", NULL};
+  const char *const settings[] = {
+      setting, "HZ_SHOW_STATS=1",
+      how == CACHED_THREADS ? "HZ_SHARED_PAGES=0" : "HZ_SHARED_PAGES=-1",
+      how == CACHED_DEPOTS ? "HZ_CPU_CACHE=0" : NULL, NULL};
   child_result_t r = child_run(self, "child-cached", settings);
   const char *err = r.err != NULL ? r.err : "";
   CHECK_MSG(r.status == 0, "%s: exit status %d; stderr:\n%s", mode, r.status,
@@ -861,6 +870,10 @@ static void cached_run(const char *self, bool caches) {
                 num(waiting, "cpu_caches") >= 0 &&
                 num(waiting, "cpu_caches") == num(front, "cached_blocks"),
             "%s: free_waiting.cpu_caches is not front_end.cached_blocks", mode);
+  CHECK_MSG(json == NULL || (num(front, "cached_blocks") > 0) ==
+                                (how != CACHED_THREADS),
+            "%s: %lld blocks on the ladder", mode,
+            json != NULL ? num(front, "cached_blocks") : -1);
   if (check_failures != failures_before)
     fprintf(stderr, "%s: stderr:\n%s", mode, err);
   unlink(path);
@@ -890,8 +903,9 @@ int main(int argc, char **argv) {
     return check_report("stats_test exact");
   }
   if (argc > 1 && strcmp(argv[1], "cached") == 0) {
-    cached_run(argv[0], true);
-    cached_run(argv[0], false);
+    cached_run(argv[0], CACHED_LADDER);
+    cached_run(argv[0], CACHED_DEPOTS);
+    cached_run(argv[0], CACHED_THREADS);
     return check_report("stats_test cached");
   }
 

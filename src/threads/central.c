@@ -1,6 +1,7 @@
-/* central: the shared pages' heaps, one a class, each under its own lock;
- * switching them on and off, and giving back what they hold (see
- * central.h). They are mapped together at the first switch on, so that
+/* central: each class's route (where its refills come from), the shared
+ * pages' heaps, one a class, each under its own lock, the two ends of their
+ * ladder (a bin that runs empty, a bin that overflows), and giving back
+ * what the heaps hold (see central.h). They are mapped together at the first switch on, so that
  * one range of addresses tells a shared page by its owner word, and never
  * unmapped: blocks of their pages may be anywhere in the program for as
  * long as it runs. A class's heap is set up by its first refill. */

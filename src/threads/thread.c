@@ -617,17 +617,11 @@ static void install_hooks(void) {
   atomic_store_explicit(&hooks_state, 2, memory_order_release);
 }
 
-/* Every class refills from the shared pages: from the start with
- * HZ_SHARED_PAGES=-1 (no round judges them), else from a program's second
- * thread on, each with samples of its own pages, until the rounds see its
- * frees stay local or come in runs (route.h). A program's first thread
- * keeps its own pages while it is alone: no other thread frees its blocks. */
+/* HZ_SHARED_PAGES=-1: every class refills from the shared pages from the
+ * start, and no round judges them. */
 static void thread_share_all(void) {
-  hz_central_route_t route = hz_option(HZ_OPTION_SHARED_PAGES) < 0
-                                 ? HZ_CENTRAL_SHARED
-                                 : HZ_CENTRAL_SAMPLED;
   for (int c = 1; c < HZ_CLASS_COUNT; c++)
-    hz_central_set((size_t)c, route);
+    hz_central_set((size_t)c, HZ_CENTRAL_SHARED);
 }
 
 /* Make `heap`, just taken, the thread's own; false if a signal handler's
@@ -655,9 +649,8 @@ hz_heap_t *hz_thread_attach(void) {
   pthread_setspecific(thread_key, heap);
   pool_take();
   HZ_SHARED_ADD(heaps_live, 1);
-  bool threaded = ++heaps_bound >= 2, second = heaps_bound == 2;
+  bool threaded = ++heaps_bound >= 2;
   pool_give();
-  if (second && hz_option(HZ_OPTION_SHARED_PAGES) > 0) thread_share_all();
   if (threaded &&
       !atomic_load_explicit(&purge_thread_started, memory_order_relaxed))
     purge_thread_start();
