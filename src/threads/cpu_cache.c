@@ -214,7 +214,7 @@ static bool caches_usable(void) { return hz_cpu_cache_on && registered(); }
 typedef struct {
   hz_lock_t lock;
   uint32_t batches; /* written under the lock, read with HZ_SHARED_GET */
-  uint32_t count[DEPOT_BATCHES];
+  uint32_t count[DEPOT_BATCHES]; /* the same */
   void *slots[DEPOT_BATCHES][HZ_CPU_BATCH];
 } depot_t;
 
@@ -249,7 +249,7 @@ static bool depot_put(size_t cls, void *const *batch, unsigned n) {
   bool room = d->batches < DEPOT_BATCHES;
   if (room) {
     memcpy(d->slots[d->batches], batch, n * sizeof(void *));
-    d->count[d->batches] = n;
+    HZ_SHARED_SET(d->count[d->batches], n); /* the stats read it */
     HZ_SHARED_SET(d->batches, d->batches + 1);
   }
   hz_unlock(&d->lock);
