@@ -74,14 +74,18 @@ HZ_INLINE void hz_fast_bin_put(hz_heap_t *heap, hz_bin_t *bin, void **top,
 }
 
 /* A block of `page`, plain and not the thread's own: a shared page's block
- * goes onto the thread's bin like its own (proved a block start of the
- * blocks that fit the page, not marked already; a full bin passes its
- * older half to the ladder), another thread's block to the stash. A marked
+ * of a class that shares pages goes onto the thread's bin like its own
+ * (proved a block start of the blocks that fit the page, not marked
+ * already; a full bin passes its older half to the ladder), any other to
+ * the stash. A marked
  * block takes the generic path, which reports the double free. Out of
  * line: inlined, its registers cost the thread's own pair. */
 static HZ_NOINLINE HZ_HOT(4) void hz_fast_free_other(hz_heap_t *heap,
                                                      hz_page_t *page, void *p) {
-  if (!hz_central_holds(page)) {
+  /* Another thread's page, or a shared page whose class refills from the
+   * threads' pages (a young thread's block: no refill takes it from a bin
+   * or the ladder): home through the stash. */
+  if (!hz_central_holds(page) || !hz_central_shares(page->class_id)) {
     hz_heap_free_remote_plain(heap, page, p);
     return;
   }
