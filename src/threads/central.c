@@ -137,8 +137,11 @@ void hz_central_count(uint64_t *shared_classes, uint64_t *turns) {
   *turns = __atomic_load_n(&class_turns, __ATOMIC_RELAXED);
 }
 
-/* The heap took no refill for HZ_IDLE_FULL_MS (and was not collected whole
- * since), by the purge thread's looks: the heap's own collector fields. */
+/* The heap took no refill for HZ_IDLE_FULL_MS, and was not collected whole
+ * since or has blocks come home since (the caches' idle drain sends them
+ * after the heap was collected: their pages' free memory is to go too, as
+ * for a thread's idle heap), by the purge thread's looks: the heap's own
+ * collector fields. */
 static bool central_idle(hz_heap_t *heap) {
   uint64_t now_ms = hz_os_now_ms();
   uint32_t n = atomic_load_explicit(&heap->activity, memory_order_relaxed);
@@ -148,7 +151,7 @@ static bool central_idle(hz_heap_t *heap) {
     heap->collect_clean = false;
     return false;
   }
-  return !heap->collect_clean &&
+  return (!heap->collect_clean || hz_heap_has_incoming(heap)) &&
          now_ms - heap->idle_since_ms >= HZ_IDLE_FULL_MS;
 }
 
