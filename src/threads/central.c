@@ -117,7 +117,6 @@ const void *hz_central_base(void) {
   return __atomic_load_n(&central, __ATOMIC_ACQUIRE);
 }
 
-size_t hz_central_span(void) { return HZ_SHARED_GET(hz_heap_shared_span); }
 
 bool hz_central_set(size_t cls, hz_central_route_t route) {
   if (route != HZ_CENTRAL_THREAD && !central_ready()) return false;

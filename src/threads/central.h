@@ -63,10 +63,9 @@ void hz_central_count(uint64_t *shared_classes, uint64_t *turns);
  * (trim, or idle for HZ_IDLE_FULL_MS) every empty page and the memory of
  * free blocks. The purge thread's rounds call it with all = false. */
 void hz_central_collect(bool all);
-/* The shared pages' heaps lie in [base, base + span): their owner words
- * name one of them (NULL and 0 before they are first used). */
+/* Where the shared pages' heaps start (NULL before they are first used);
+ * their owner words name one of them (hz_heap_is_shared). */
 const void *hz_central_base(void);
-size_t hz_central_span(void);
 
 /* The page is one of the shared pages. */
 HZ_INLINE bool hz_central_holds(const hz_page_t *page) {

@@ -98,10 +98,10 @@ void hz_cpu_cache_fork_prepare(void);
 void hz_cpu_cache_fork_parent(void);
 void hz_cpu_cache_fork_child(void);
 
-/* The front end for the stats report (this thread's restarts included,
- * and the blocks caches and depots hold now, by class: frees the heaps did
- * not count), the blocks they hold in all, and a thread's restarts kept
- * when it exits. */
+/* The ladder's counts for the stats report (this thread's restarts
+ * included, and the blocks caches and depots hold now, by class: counted
+ * as freed by the bins they left), the blocks they hold in all, and a
+ * thread's restarts kept when it exits. */
 void hz_cpu_cache_stats(hz_front_end_stats_t *out);
 uint64_t hz_cpu_cache_blocks(void);
 void hz_cpu_cache_thread_exit(void);

@@ -659,17 +659,6 @@ bool hz_heap_has_incoming(const hz_heap_t *heap) {
   return hz_remote_pending(&heap->inbox);
 }
 
-void hz_heap_send_and_take(hz_heap_t *heap) {
-  if (!hz_heap_has_incoming(heap) && hz_remote_stash_empty(&heap->stash)) {
-    hz_heap_note_active(heap);
-    return;
-  }
-  hz_heap_enter(heap);
-  hz_heap_flush_stash(heap);
-  hz_heap_drain_inbox(heap);
-  hz_heap_leave(heap);
-}
-
 /* ---------------------------------------------------------------------------
  * Allocating
  * ------------------------------------------------------------------------- */

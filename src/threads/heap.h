@@ -357,9 +357,6 @@ void hz_heap_collect(hz_heap_t *heap, bool purge, hz_bins_take_t bins);
 /* Blocks wait in the inbox (a collector may ask before it claims the
  * heap). */
 bool hz_heap_has_incoming(const hz_heap_t *heap);
-/* The owner publishes its stash and takes its inbox home, where they hold
- * anything; either way it counts as active (not idle for collectors). */
-void hz_heap_send_and_take(hz_heap_t *heap);
 /* A thread that adopts a pooled heap waits here until no collector has it. */
 void hz_heap_wait_unclaimed(hz_heap_t *heap);
 void hz_heap_release_claim(hz_heap_t *heap);

@@ -119,7 +119,6 @@ static _Atomic int hooks_state;     /* 0 none, 1 installing, 2 installed */
 static size_t heaps_bound;          /* threads that got a heap (pool lock) */
 static size_t heaps_live;     /* threads holding one now (written under the pool
                                * lock; the purge thread reads it without) */
-static size_t threads_exited; /* with a heap, so far (the same) */
 /* Wakes the purge thread early (with pool_lock) when heaps_live drops to
  * 0, so it ends at once. */
 static pthread_cond_t purge_wake = PTHREAD_COND_INITIALIZER;
@@ -558,7 +557,6 @@ static void thread_exit(void *value) {
   pool_take();
   heap_pool_locked(heap);
   HZ_SHARED_ADD(heaps_live, -1);
-  HZ_SHARED_ADD(threads_exited, 1);
   bool last = heaps_live == 0;
   pool_give();
   /* After the lock: a wake is a system call. The purge thread reads
