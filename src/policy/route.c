@@ -28,7 +28,10 @@ static bool crossing(const hz_route_seen_t *seen, uint64_t share,
 bool hz_route_shared(const hz_route_seen_t *seen, bool shared_now,
                      bool crowded) {
   if (!hz_route_ready(seen)) return shared_now;
-  if (shared_now) /* seen through the samples: crowded, there are none */
-    return crowded || crossing(seen, 2 * CROSS_SHARE, crowded);
+  /* Seen through the samples (crowded: there are none). Runs do not turn
+   * a class back: a sample is a bin cut fresh from a page, in address
+   * order, so even a random mix of frees returns it in runs. */
+  if (shared_now)
+    return crowded || seen->remote * 2 * CROSS_SHARE >= seen->handed;
   return crossing(seen, CROSS_SHARE, crowded);
 }
