@@ -71,6 +71,7 @@ void hz_stats_heap_add(hz_heap_stats_t *into, const hz_heap_stats_t *from) {
   into->pages_acquired += HZ_SHARED_GET(from->pages_acquired);
   into->pages_retired += HZ_SHARED_GET(from->pages_retired);
   into->batches_published += HZ_SHARED_GET(from->batches_published);
+  into->bin_blocks_sent += HZ_SHARED_GET(from->bin_blocks_sent);
   into->inbox_drains += HZ_SHARED_GET(from->inbox_drains);
   into->drained_blocks += HZ_SHARED_GET(from->drained_blocks);
   into->drained_headers += HZ_SHARED_GET(from->drained_headers);
@@ -135,7 +136,8 @@ static waiting_t waiting_of(const hz_heap_summary_t *h) {
   }
   int64_t caches = (int64_t)h->front.cached_blocks;
   int64_t published = (int64_t)h->counters.stash_published;
-  int64_t stashes = remote - published;
+  int64_t sent = (int64_t)h->counters.bin_blocks_sent;
+  int64_t stashes = remote + sent - published;
   int64_t inboxes = published + orphans - (int64_t)h->counters.drained_blocks;
   int64_t bins = (int64_t)h->blocks_live - live - stashes - inboxes - caches;
   return (waiting_t){at_least_zero(bins), at_least_zero(stashes),

@@ -26,6 +26,8 @@ typedef struct {
   uint64_t stash_wait_ns;       /* summaries only: timed lists' waits */
   uint64_t stash_lists_timed;   /* summaries only: lists timed (1 in 16) */
   uint64_t stash_published;     /* summaries only: blocks stashes published */
+  uint64_t bin_blocks_sent;     /* shared pages' blocks bins sent home
+                                   through the stash (frees already) */
 } hz_heap_stats_t;
 
 /* One size class, merged over every heap. */

@@ -71,6 +71,12 @@ const void *hz_central_base(void);
 HZ_INLINE bool hz_central_holds(const hz_page_t *page) {
   return hz_heap_is_shared(hz_page_heap(page));
 }
+/* The owner word of the shared pages of `cls` (the address of its shared
+ * heap), read from the shared range alone; before the shared heaps exist,
+ * a word no page holds. */
+HZ_INLINE uintptr_t hz_central_owner_word(size_t cls) {
+  return HZ_SHARED_GET(hz_heap_shared_base) + cls * sizeof(hz_heap_t);
+}
 /* Add the shared pages' counters to `out`. */
 void hz_central_summarize(hz_heap_summary_t *out);
 uint64_t hz_central_lock_taken(void);

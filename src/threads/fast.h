@@ -73,23 +73,32 @@ HZ_INLINE void hz_fast_bin_put(hz_heap_t *heap, hz_bin_t *bin, void **top,
   hz_central_free_full(heap, page, p);
 }
 
-/* A block of `page`, plain and not the thread's own: a shared page's block
- * of a class that shares pages goes onto the thread's bin like its own
- * (proved a block start of the blocks that fit the page, not marked
- * already; a full bin passes its older half to the ladder), any other to
- * the stash. A marked
- * block takes the generic path, which reports the double free. Out of
- * line: inlined, its registers cost the thread's own pair. */
-static HZ_NOINLINE HZ_HOT(4) void hz_fast_free_other(hz_heap_t *heap,
-                                                     hz_page_t *page, void *p) {
-  /* Another thread's page, or a shared page whose class refills from the
-   * threads' pages (a young thread's block: no refill takes it from a bin
-   * or the ladder): home through the stash. */
-  if (!hz_central_holds(page) || !hz_central_shares(page->class_id)) {
-    hz_heap_free_remote_plain(heap, page, p);
+/* A shared page's block goes onto the thread's bin like its own while its
+ * class shares pages: told by the owner word alone, the class's shared
+ * heap sitting at a fixed place (central box), so no line of that heap is
+ * read. */
+HZ_INLINE bool hz_fast_shared_to_bin(const hz_page_t *page, uintptr_t word) {
+  return word == hz_central_owner_word(page->class_id) &&
+         hz_central_shares(page->class_id);
+}
+
+/* A shared page's block onto the thread's bin (hz_fast_shared_to_bin):
+ * proved a block start of the blocks that fit its page (other threads
+ * carve it under the class's lock), not marked already; a full bin passes
+ * its older half to the ladder. A marked block takes the generic path,
+ * which reports the double free; a thread without a heap, the slow path.
+ * Out of line: inlined, its registers cost the thread's own pair. */
+static HZ_NOINLINE HZ_HOT(4) void hz_fast_free_shared(hz_heap_t *heap,
+                                                      hz_page_t *page,
+                                                      void *p) {
+  if (HZ_UNLIKELY(heap == &hz_heap_empty)) {
+    hz_thread_free_slow(p, heap, hz_segment_base(p), page);
     return;
   }
-  if (HZ_UNLIKELY(!hz_page_is_block(page, p, page->reserved))) {
+  hz_bin_t *bin = &heap->bins[page->class_id];
+  uint32_t offset = (uint32_t)((uintptr_t)p - (uintptr_t)hz_page_start(page));
+  if (HZ_UNLIKELY(hz_sizeclass_index_rotated(bin->inverse, bin->rotate,
+                                             offset) >= page->reserved)) {
     hz_heap_bad_free(page, p);
     return;
   }
@@ -97,8 +106,23 @@ static HZ_NOINLINE HZ_HOT(4) void hz_fast_free_other(hz_heap_t *heap,
     hz_heap_free_generic(heap, hz_segment_base(p), page, p); /* a heap */
     return;
   }
-  hz_bin_t *bin = &heap->bins[page->class_id];
   hz_fast_bin_put(heap, bin, bin->top, page, p);
+}
+
+/* A block of `page` (owned by `word`) that is neither the thread's own nor
+ * a shared page's block its bin takes, and extends no run: another
+ * thread's plain block, or a shared page's whose class refills from the
+ * threads' pages (a young thread's block: no refill takes it from a bin
+ * or the ladder), goes home through the stash; a flagged page, a free
+ * page or a thread without a heap takes the slow path. */
+static HZ_NOINLINE void hz_fast_free_foreign(hz_heap_t *heap,
+                                             hz_segment_t *seg,
+                                             hz_page_t *page, void *p,
+                                             uintptr_t word) {
+  if ((word & HZ_PAGE_FLAG_MASK) != 0 || word == 0 || heap == &hz_heap_empty)
+    hz_thread_free_slow(p, heap, seg, page);
+  else
+    hz_heap_free_remote_plain(heap, page, p);
 }
 
 /* A pointer that is not ours is reported and never written to; on our own
@@ -123,17 +147,15 @@ HZ_INLINE void hz_fast_free(void *p) {
       word = hz_page_owner_word(page);
     }
     if (word != (uintptr_t)heap) {
-      /* The block after the stash's open run, on its page (two compares)
-       * extends the run: a leaf of a few stores. Other plain blocks go by
-       * their page: a shared page's onto the bin, another thread's to the
-       * stash. */
-      if (hz_heap_extends_run(heap, p, word))
+      /* A shared page's block onto the bin; the block after the stash's
+       * open run, on its page (two compares), extends the run: a leaf of
+       * a few stores; the rest by their page. */
+      if (hz_fast_shared_to_bin(page, word))
+        hz_fast_free_shared(heap, page, p);
+      else if (hz_heap_extends_run(heap, p, word))
         hz_heap_free_next(heap, page, p);
-      else if ((word & HZ_PAGE_FLAG_MASK) != 0 || word == 0 ||
-               heap == &hz_heap_empty)
-        hz_thread_free_slow(p, heap, seg, page);
       else
-        hz_fast_free_other(heap, page, p);
+        hz_fast_free_foreign(heap, seg, page, p, word);
       return;
     }
   }

@@ -331,6 +331,7 @@ static HZ_NOINLINE void heap_send_home(hz_heap_t *heap, hz_page_t *page,
       hz_remote_stash(&heap->stash, &hz_page_heap(page)->inbox, block, page);
   if (heap->stash.run_page != run_page) hz_heap_note_run(heap, cls, true);
   if (published != 0) HZ_SHARED_ADD(heap->stats.batches_published, published);
+  HZ_SHARED_ADD(heap->stats.bin_blocks_sent, 1);
 }
 
 /* Put a block of ours (a block start) back on its page; with `uncarve`,
