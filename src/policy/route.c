@@ -17,12 +17,17 @@ static bool crosses_in_runs(const hz_route_seen_t *seen) {
   return seen->runs * 2 >= seen->remote;
 }
 
-/* Frees that cross threads, `share` of the blocks handed out at least,
- * and not in runs unless the program is crowded. */
+/* At least one block in `share` of those handed out was freed by another
+ * thread. */
+static bool crosses(const hz_route_seen_t *seen, uint64_t share) {
+  return seen->remote * share >= seen->handed;
+}
+
+/* Frees that cross threads, one in `share` at least, and not in runs
+ * unless the program is crowded. */
 static bool crossing(const hz_route_seen_t *seen, uint64_t share,
                      bool crowded) {
-  return seen->remote * share >= seen->handed &&
-         (crowded || !crosses_in_runs(seen));
+  return crosses(seen, share) && (crowded || !crosses_in_runs(seen));
 }
 
 bool hz_route_shared(const hz_route_seen_t *seen, bool shared_now,
@@ -32,6 +37,6 @@ bool hz_route_shared(const hz_route_seen_t *seen, bool shared_now,
    * a class back: a sample is a bin cut fresh from a page, in address
    * order, so even a random mix of frees returns it in runs. */
   if (shared_now)
-    return crowded || seen->remote * 2 * CROSS_SHARE >= seen->handed;
+    return crowded || crosses(seen, 2 * CROSS_SHARE);
   return crossing(seen, CROSS_SHARE, crowded);
 }

@@ -117,7 +117,6 @@ const void *hz_central_base(void) {
   return __atomic_load_n(&central, __ATOMIC_ACQUIRE);
 }
 
-
 bool hz_central_set(size_t cls, hz_central_route_t route) {
   if (route != HZ_CENTRAL_THREAD && !central_ready()) return false;
   /* release: a malloc that reads the route (acquire) finds the heaps */
