@@ -36,8 +36,9 @@
 #define HZ_TLS    __thread __attribute__((tls_model("initial-exec")))
 /* Ask for the cache line at `p` to be fetched ready for writing, ahead of
  * a store. On x86-64 `prefetchw`, which GCC emits for __builtin_prefetch
- * only with -mprfchw; every x86-64 decodes it (the oldest as a no-op). A
- * hint: it never faults. */
+ * only with -mprfchw; every x86-64 decodes it (the oldest as a no-op).
+ * Elsewhere the builtin's own, on AArch64 `prfm pstl1keep`. A hint: it
+ * never faults. */
 #if defined(__x86_64__)
 #define HZ_PREFETCH_WRITE(p)                                                   \
   __asm__ volatile("prefetchw %0" ::"m"(*(const char *)(p)))
