@@ -33,7 +33,8 @@ NO_RSEQ_SKIP = ^(fuzz|setup|deb|install|apps|bench|programs|prof|docs|layers|box
 # runs the tests that need no rseq under qemu-user (CI runs it);
 # `make test-arm64` runs the suite, both passes, in an arm64 Debian
 # machine under qemu-system-aarch64 (its image built once into
-# $(ARM64_VM)), where the per-CPU caches are on.
+# $(ARM64_VM)), where the per-CPU caches are on; ARM64_PASSES=first or
+# second runs one of the two.
 ARM64_BUILD ?= $(BUILD)/arm64
 ARM64_VM ?= $(BUILD)/arm64-vm
 arm64:
@@ -55,7 +56,7 @@ test-arm64: arm64
 	@scripts/install-deps.sh arm64-vm
 	scripts/arm64-vm.sh image $(ARM64_VM)
 	scripts/arm64-vm.sh run $(ARM64_VM) $(CURDIR) scripts/arm64-tests.sh \
-	  $(ARM64_BUILD) '$(ARM64_SKIP)' '$(NO_RSEQ_SKIP)'
+	  $(ARM64_BUILD) '$(ARM64_SKIP)' '$(NO_RSEQ_SKIP)' $(ARM64_PASSES)
 
 # Under qemu-user (no rseq: the per-thread path and the depots) the unit
 # and behaviour tests, linked and preloaded, and the security suite.

@@ -59,7 +59,8 @@ chroot /newroot /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
 echo $? >"/newroot$job.status"
 sync
 umount "/newroot$share"
+# (debootstrap's second stage unmounts some of them itself)
 umount /newroot/tmp /newroot/dev/shm /newroot/dev/pts /newroot/dev \
-  /newroot/sys /newroot/proc
+  /newroot/sys /newroot/proc 2>/dev/null
 umount /newroot
 poweroff -f

@@ -21,9 +21,11 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 SUITE=bookworm
 MIRROR=http://deb.debian.org/debian
 # What the guest needs beyond a minimal Debian: ctest (cmake), python3 and
-# procps for the tests' scripts and programs, the profiler's unwinder and
-# google-pprof, man for the manual pages' test.
-GUEST_PACKAGES=cmake,python3,procps,libunwind8,google-perftools,man-db,time,file
+# procps for the tests' scripts and programs, libtsan2 for the
+# ThreadSanitizer builds, the profiler's unwinder and google-pprof (which
+# reads symbols with binutils), man for the manual pages' test. The image
+# is built again when this list changes (DIR/ready holds it).
+GUEST_PACKAGES=cmake,python3,procps,libtsan2,libunwind8,google-perftools,binutils,man-db,time,file
 # Modules the first boot loads before it can mount anything: virtio
 # transports, the disk, ext4 (and the crc32c it checks its metadata with)
 # and 9p (the share).
@@ -80,7 +82,8 @@ build_initrd() {
   local root=$DIR/initrd m f
   rm -rf "$root"
   mkdir -p "$root"/{bin,dev,proc,sys,newroot,modules}
-  (cd "$DIR/debs" && download busybox-static)
+  ls "$DIR"/debs/busybox-static_*.deb >/dev/null 2>&1 ||
+    (cd "$DIR/debs" && download busybox-static)
   dpkg-deb -x "$DIR"/debs/busybox-static_*.deb "$DIR/busybox"
   cp "$DIR/busybox/bin/busybox" "$root/bin/busybox"
   : >"$root/modules/order"
@@ -136,7 +139,8 @@ run_job() {
 }
 
 image() {
-  [ -f "$DIR/ready" ] && return 0
+  [ "$(cat "$DIR/ready" 2>/dev/null)" = "$GUEST_PACKAGES" ] && return 0
+  [ -f "$DIR/ready" ] && rm -f "$DIR/ready" "$DIR/rootfs.img"
   mkdir -p "$DIR/debs"
   command -v qemu-system-aarch64 >/dev/null || die "qemu-system-arm missing"
   command -v debootstrap >/dev/null || die "debootstrap missing"
@@ -148,11 +152,12 @@ image() {
   echo 'exit 0' >"$job"
   echo "arm64-vm: first boot: debootstrap's second stage (several minutes)"
   run_job persist "$DIR" "$job" || die "the first boot failed"
-  touch "$DIR/ready"
+  echo "$GUEST_PACKAGES" >"$DIR/ready"
 }
 
 run() {
   local share job
+  build_initrd # quick: keeps it in step with arm64-init.sh
   share=$(realpath "$1")
   shift
   job=$(mktemp "$share/.arm64-job.XXXXXX")

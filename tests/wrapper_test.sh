@@ -9,6 +9,9 @@
 WRAPPER=$(realpath "$1/bin/hakozuna")
 LIB=$(realpath "$2/libhakozuna.so")
 source "$(dirname "$0")/script_util.sh"
+# The wrapper finds SOURCE_DIR/build's library by itself; a build elsewhere
+# (the arm64 cross-build in build/arm64) is named to it.
+[ "$("$WRAPPER" lib 2>/dev/null)" = "$LIB" ] || export HAKOZUNA_LIB="$LIB"
 
 # expect_refused NAME ENV...: the wrapper must not run the command.
 expect_refused() {
