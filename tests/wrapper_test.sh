@@ -71,7 +71,8 @@ expect_refused "broken library" HAKOZUNA_LIB="$WORK/broken.so"
 mkdir -p "$WORK/pre fix/bin" "$WORK/pre fix/lib"
 cp "$WRAPPER" "$WORK/pre fix/bin/hakozuna"
 cp "$LIB" "$WORK/pre fix/lib/libhakozuna.so"
-WRAPPER="$WORK/pre fix/bin/hakozuna" expect_refused "space in the install path"
+WRAPPER="$WORK/pre fix/bin/hakozuna" expect_refused "space in the install path" \
+  -u HAKOZUNA_LIB
 
 # stats: the command runs and the report follows it, also from a program
 # that closes stderr before it exits (coreutils' echo does).
