@@ -61,8 +61,10 @@ test-arm64: arm64
 # Under qemu-user (no rseq: the per-thread path and the depots) the unit
 # tests and the behaviour tests that neither measure RSS (qemu's own
 # memory is in it) nor start themselves again (a child started by path
-# runs without the emulator).
-ARM64_USER_TESTS = ^(unit\..*|(stress|api_edge|early|invalid_free|return_order|last_thread)\.(linked|preload))$$
+# runs without the emulator), and not last_thread (under qemu-user a
+# process whose main thread called pthread_exit outlives its last thread).
+# About 4 minutes on 2 cores, with the cross-build.
+ARM64_USER_TESTS = ^(unit\..*|(stress|api_edge|early|invalid_free|return_order)\.(linked|preload))$$
 test-arm64-user: arm64
 	cd $(ARM64_BUILD) && ctest --output-on-failure -j $(JOBS) \
 	  -R '$(ARM64_USER_TESTS)' -E '$(ARM64_SKIP)'
