@@ -13,7 +13,7 @@
 #          the guest, run `sh SCRIPT ARGS...` there (as root, in SHARE),
 #          power off; exits with the script's status. The root filesystem
 #          is started from the image each time (writes are thrown away).
-# Environment: ARM64_VM_CPUS (2), ARM64_VM_MEMORY (2G), ARM64_VM_TIMEOUT
+# Environment: ARM64_VM_CPUS (2), ARM64_VM_MEMORY (4G), ARM64_VM_TIMEOUT
 # (seconds for one run, 7200).
 set -euo pipefail
 
@@ -120,7 +120,7 @@ boot() {
   [ "$mode" = snapshot ] && drive="$drive,snapshot=on"
   timeout --foreground "${ARM64_VM_TIMEOUT:-7200}" \
     qemu-system-aarch64 -machine virt -cpu neoverse-n1 \
-    -smp "${ARM64_VM_CPUS:-2}" -m "${ARM64_VM_MEMORY:-2G}" -nographic \
+    -smp "${ARM64_VM_CPUS:-2}" -m "${ARM64_VM_MEMORY:-4G}" -nographic \
     -no-reboot -kernel "$DIR/vmlinuz" -initrd "$DIR/initrd.gz" \
     -append "console=ttyAMA0 panic=-1 quiet hz.share=$share hz.job=$job" \
     -drive "$drive" -device virtio-blk-device,drive=root \
