@@ -14,10 +14,31 @@ set -euo pipefail
 # which the profiler test and `hakozuna prof` read profiles with. dpkg-dev:
 # dpkg-shlibdeps, which `make deb` (CPack) works out the dependencies with.
 # man-db: the manual pages' test renders them with man.
-packages=(cmake make gcc g++ libtsan2 perl python3 coreutils pkgconf valgrind
-          libpython3.11-testsuite clang libclang-rt-dev
-          sqlite3 ruby lua5.4 z3 ghostscript rocksdb-tools git time
-          libunwind8 google-perftools dpkg-dev man-db)
+#
+# With an argument, another set (none of it needed by `make test`):
+#   arm64     the cross-build and its tests under qemu-user (`make arm64`,
+#             `make test-arm64-user`): Debian's aarch64 toolchain (its
+#             libtsan2 and libstdc++ included) and qemu-user-static;
+#   arm64-vm  the arm64 machine of `make test-arm64`: qemu-system-aarch64,
+#             debootstrap (the root filesystem), e2fsprogs (its image) and
+#             cpio (the initramfs); the arm64 kernel and packages come from
+#             the archive as the image is built (scripts/arm64-vm.sh).
+case ${1:-test} in
+test)
+  packages=(cmake make gcc g++ libtsan2 perl python3 coreutils pkgconf valgrind
+            libpython3.11-testsuite clang libclang-rt-dev
+            sqlite3 ruby lua5.4 z3 ghostscript rocksdb-tools git time
+            libunwind8 google-perftools dpkg-dev man-db) ;;
+arm64)
+  packages=(cmake make gcc-aarch64-linux-gnu g++-aarch64-linux-gnu
+            libc6-dev-arm64-cross qemu-user-static) ;;
+arm64-vm)
+  packages=(qemu-system-arm debootstrap debian-archive-keyring e2fsprogs
+            cpio gzip) ;;
+*)
+  echo "usage: install-deps.sh [test|arm64|arm64-vm]" >&2
+  exit 2 ;;
+esac
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -35,4 +56,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 wait_lock=(-o DPkg::Lock::Timeout=600)
 $sudo apt-get "${wait_lock[@]}" update -qq
-$sudo apt-get "${wait_lock[@]}" install -y -qq "${missing[@]}"
+# The arm64 sets without recommends (qemu-system-arm's would bring a GUI).
+recommends=()
+[ "${1:-test}" = test ] || recommends=(--no-install-recommends)
+$sudo apt-get "${wait_lock[@]}" install -y -qq "${recommends[@]}" "${missing[@]}"

@@ -22,6 +22,11 @@
  *     cache) while a fourth signals them every 50 us, so sections are
  *     interrupted: no block is ever handed to two threads at once, and the
  *     report counts restarts;
+ *   - migrations: the same trade, unpinned and unsignalled, while a fourth
+ *     thread moves each trader to another CPU every 50 us (where there are
+ *     two or more), so sections are preempted and migrated: the traders
+ *     ran on more than one CPU, no block is held twice, and sections
+ *     restarted;
  *   - unregistered: two threads that unregistered glibc's rseq area (the
  *     kernel then leaves cpu_id at -1 and mm_cid at 0 and restarts no
  *     section) trade shared blocks: none is ever held by both (they skip
@@ -232,6 +237,8 @@ static _Atomic(void *) trade[TRADERS][SLOTS];
 static atomic_int trading;
 static atomic_long clashes;
 static atomic_bool restarted; /* a trader saw one of its sections restart */
+static bool moved;              /* traders moved between CPUs, not pinned */
+static atomic_uint cpus_seen;   /* a bit for each CPU (below 32) a trader ran on */
 
 static void on_signal(int sig) { (void)sig; }
 
@@ -250,7 +257,7 @@ static void *take_marked(int me) {
 
 static void *trader(void *arg) {
   int me = (int)(intptr_t)arg;
-  pin_to_cpu0();
+  if (!moved) pin_to_cpu0();
   /* ROUNDS at least, then on until some section restarted (a loaded
    * machine may run a whole batch of rounds between two signals), at
    * most 60 s. */
@@ -259,6 +266,8 @@ static void *trader(void *arg) {
                   (per_cpu && !atomic_load(&restarted) && time(NULL) < until);
        r++) {
     if (hz_cpu_restarts != 0) atomic_store(&restarted, true);
+    int cpu = sched_getcpu();
+    if (cpu >= 0 && cpu < 32) atomic_fetch_or(&cpus_seen, 1u << cpu);
     int s = r % SLOTS;
     /* Free what the previous trader left (a remote free), leave ours. */
     void *theirs =
@@ -275,7 +284,39 @@ static void *trader(void *arg) {
   return NULL;
 }
 
-static void restarts(void) {
+/* Trader i onto CPU (round + i) % cpus alone: each one moves every round. */
+static void move_traders(const pthread_t *t, long round, long cpus) {
+  for (int i = 0; i < TRADERS; i++) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET((int)((round + i) % cpus), &set);
+    pthread_setaffinity_np(t[i], sizeof set, &set);
+  }
+}
+
+/* The traders at work, signalled (pinned to CPU 0) or moved between the
+ * CPUs every 50 us, until they are done. */
+static void interrupt_traders(const pthread_t *t, long cpus) {
+  struct timespec gap = {0, 50000};
+  for (long round = 0; atomic_load(&trading) > 0; round++) {
+    if (moved)
+      move_traders(t, round, cpus);
+    else
+      for (int i = 0; i < TRADERS; i++)
+        pthread_kill(t[i], SIGUSR1);
+    nanosleep(&gap, NULL);
+  }
+}
+
+static void restarts(bool migrate) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  if (migrate && cpus < 2) {
+    printf("cpu_cache: one CPU online: no migrations to make\n");
+    return;
+  }
+  moved = migrate;
+  atomic_store(&restarted, false);
+  atomic_store(&cpus_seen, 0);
   set_route(TRADE_SIZE, HZ_CENTRAL_SHARED);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -286,12 +327,7 @@ static void restarts(void) {
   atomic_store(&trading, TRADERS);
   for (int i = 0; i < TRADERS; i++)
     CHECK(pthread_create(&t[i], NULL, trader, (void *)(intptr_t)i) == 0);
-  struct timespec gap = {0, 50000};
-  while (atomic_load(&trading) > 0) {
-    for (int i = 0; i < TRADERS; i++)
-      pthread_kill(t[i], SIGUSR1);
-    nanosleep(&gap, NULL);
-  }
+  interrupt_traders(t, cpus);
   for (int i = 0; i < TRADERS; i++)
     pthread_join(t[i], NULL);
   for (int i = 0; i < TRADERS; i++)
@@ -301,10 +337,17 @@ static void restarts(void) {
             atomic_load(&clashes));
   uint64_t counted = summary().front.restarts - before;
   set_route(TRADE_SIZE, HZ_CENTRAL_THREAD);
+  const char *how = migrate ? "migrated" : "signalled";
   if (per_cpu)
-    CHECK_MSG(counted > 0, "no section restarted in 60 s of signalled rounds");
+    CHECK_MSG(counted > 0, "no section restarted in 60 s of %s rounds", how);
   else
     CHECK(counted == 0);
+  if (migrate)
+    CHECK_MSG(__builtin_popcount(atomic_load(&cpus_seen)) >= 2,
+              "the traders ran on one CPU only (CPUs 0x%x)",
+              atomic_load(&cpus_seen));
+  printf("cpu_cache: %s traders: %llu restarts\n", how,
+         (unsigned long long)counted);
 }
 
 /* Waits of up to 60 s, polled every 10 ms: a loaded machine may run the
@@ -538,8 +581,8 @@ static pthread_barrier_t swap_start;
 static bool rseq_unregister(void) {
   void *area = (char *)__builtin_thread_pointer() + __rseq_offset;
   return syscall(__NR_rseq, area, __rseq_size, RSEQ_FLAG_UNREGISTER,
-                 0x53053053) == 0 ||
-         syscall(__NR_rseq, area, 32, RSEQ_FLAG_UNREGISTER, 0x53053053) == 0;
+                 RSEQ_SIG) == 0 ||
+         syscall(__NR_rseq, area, 32, RSEQ_FLAG_UNREGISTER, RSEQ_SIG) == 0;
 }
 
 /* A block just taken: nobody may hold it (its first word says so). */
@@ -606,7 +649,8 @@ int main(int argc, char **argv) {
   decision();
   routes();
   ladder();
-  restarts();
+  restarts(false);
+  restarts(true);
   unregistered();
   return check_report("cpu_cache");
 }

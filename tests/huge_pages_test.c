@@ -66,8 +66,11 @@ static int child(void) {
     blocks[i] = xmalloc(BLOCK);
     memset(blocks[i], 2, BLOCK);
   }
+  /* Up to 30 s, polled every 100 ms: the purge thread's round comes
+   * late on a loaded or emulated machine (an arm64 one under
+   * qemu-system-aarch64 had none in the 3 s this waited before). */
   size_t huge = 0;
-  for (int wait = 0; wait < 30 && huge < DENSE / 2; wait++) {
+  for (int wait = 0; wait < 300 && huge < DENSE / 2; wait++) {
     test_sleep_ms(100);
     huge = huge_bytes_around(blocks[DENSE / BLOCK / 2]);
   }

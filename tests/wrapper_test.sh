@@ -9,6 +9,9 @@
 WRAPPER=$(realpath "$1/bin/hakozuna")
 LIB=$(realpath "$2/libhakozuna.so")
 source "$(dirname "$0")/script_util.sh"
+# The wrapper finds SOURCE_DIR/build's library by itself; a build elsewhere
+# (the arm64 cross-build in build/arm64) is named to it.
+[ "$("$WRAPPER" lib 2>/dev/null)" = "$LIB" ] || export HAKOZUNA_LIB="$LIB"
 
 # expect_refused NAME ENV...: the wrapper must not run the command.
 expect_refused() {
@@ -68,7 +71,8 @@ expect_refused "broken library" HAKOZUNA_LIB="$WORK/broken.so"
 mkdir -p "$WORK/pre fix/bin" "$WORK/pre fix/lib"
 cp "$WRAPPER" "$WORK/pre fix/bin/hakozuna"
 cp "$LIB" "$WORK/pre fix/lib/libhakozuna.so"
-WRAPPER="$WORK/pre fix/bin/hakozuna" expect_refused "space in the install path"
+WRAPPER="$WORK/pre fix/bin/hakozuna" expect_refused "space in the install path" \
+  -u HAKOZUNA_LIB
 
 # stats: the command runs and the report follows it, also from a program
 # that closes stderr before it exits (coreutils' echo does).

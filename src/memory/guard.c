@@ -242,16 +242,37 @@ static HZ_NOINLINE uint32_t capture(void **frames) {
   return walk(frames, 0, fp, fp);
 }
 
+/* The faulting instruction's address, frame pointer and stack pointer
+ * from the signal's context (the handler's third argument); false where
+ * the architecture is not known here. */
+static bool context_registers(const void *context, uintptr_t *pc,
+                              uintptr_t *fp, uintptr_t *sp) {
+  const ucontext_t *uc = context;
+#if defined(__x86_64__)
+  *pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+  *fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
+  *sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+  return true;
+#elif defined(__aarch64__)
+  *pc = (uintptr_t)uc->uc_mcontext.pc;
+  *fp = (uintptr_t)uc->uc_mcontext.regs[29];
+  *sp = (uintptr_t)uc->uc_mcontext.sp;
+  return true;
+#else
+  (void)uc, (void)pc, (void)fp, (void)sp;
+  return false;
+#endif
+}
+
 /* The stack of the access that faulted: its instruction, then its callers
  * (context: the handler's third argument). */
 static uint32_t capture_access(void **frames, const void *context) {
-#if defined(__x86_64__)
-  const ucontext_t *uc = context;
-  void *pc = (void *)uc->uc_mcontext.gregs[REG_RIP];
+  uintptr_t pc_at, fp, sp;
+  if (!context_registers(context, &pc_at, &fp, &sp)) return capture(frames);
+  void *pc = (void *)pc_at;
   if (!dwarf) {
     frames[0] = pc;
-    return walk(frames, 1, (uintptr_t)uc->uc_mcontext.gregs[REG_RBP],
-                (uintptr_t)uc->uc_mcontext.gregs[REG_RSP]);
+    return walk(frames, 1, fp, sp);
   }
   /* backtrace() goes through the signal frame to the access itself. */
   void *raw[GUARD_DEPTH];
@@ -261,9 +282,46 @@ static uint32_t capture_access(void **frames, const void *context) {
   if (from == depth) from = 0;
   memcpy(frames, raw + from, (depth - from) * sizeof *frames);
   return depth - from;
+}
+
+#if defined(__aarch64__)
+/* AArch64 keeps the fault's syndrome (ESR_EL1) in a record of the signal
+ * frame's reserved area: records of {magic, size} one after another, the
+ * last with magic 0. The syndrome's record is "ESR\x01"; 0 if absent. */
+#define ESR_RECORD_MAGIC 0x45535201u
+static uint64_t fault_syndrome(const ucontext_t *uc) {
+  const unsigned char *at = (const unsigned char *)uc->uc_mcontext.__reserved;
+  const unsigned char *end = at + sizeof uc->uc_mcontext.__reserved;
+  while (at + 16 <= end) {
+    uint32_t magic, size;
+    memcpy(&magic, at, 4);
+    memcpy(&size, at + 4, 4);
+    if (magic == 0 || size < 8 || size > (size_t)(end - at)) return 0;
+    if (magic == ESR_RECORD_MAGIC) {
+      uint64_t esr;
+      memcpy(&esr, at + 8, 8);
+      return esr;
+    }
+    at += size;
+  }
+  return 0;
+}
+#endif
+
+/* "write" or "read", from what the kernel says of the fault; "access"
+ * where it says nothing this code reads. */
+static const char *fault_access(const void *context) {
+  const ucontext_t *uc = context;
+#if defined(__x86_64__)
+  return (uc->uc_mcontext.gregs[REG_ERR] & 2) ? "write" : "read";
+#elif defined(__aarch64__)
+  uint64_t esr = fault_syndrome(uc);
+  bool data_abort = (esr >> 26) == 0x24; /* from user space */
+  if (!data_abort) return "access";
+  return (esr & (1u << 6)) ? "write" : "read"; /* WnR */
 #else
-  (void)context;
-  return capture(frames);
+  (void)uc;
+  return "access";
 #endif
 }
 
@@ -355,12 +413,7 @@ static void on_fault(int sig, siginfo_t *info, void *context) {
   void *here[GUARD_DEPTH];
   guard_busy = true;
   uint32_t depth = capture_access(here, context);
-#if defined(__x86_64__)
-  const ucontext_t *uc = context;
-  const char *access = (uc->uc_mcontext.gregs[REG_ERR] & 2) ? "write" : "read";
-#else
-  const char *access = "access";
-#endif
+  const char *access = fault_access(context);
   report(fault_kind(s, a), access, a, s, here, depth);
   guard_busy = false;
   if (recover) {

@@ -53,7 +53,7 @@ static const uint8_t kind_slices[HZ_KIND_COUNT] = {1, 2, 8, HZ_REGION_SLICES};
 /* The second map: FAR_LEAVES pointers to pages of FAR_LEAF entries, each
  * page mapped when the first segment of its 16 GiB is registered and kept. */
 #define FAR_LEAF   ((size_t)4096)
-#define FAR_LEAVES (((size_t)1 << (47 - HZ_SEGMENT_SHIFT)) / FAR_LEAF)
+#define FAR_LEAVES (((size_t)1 << (HZ_ADDRESS_BITS - HZ_SEGMENT_SHIFT)) / FAR_LEAF)
 static _Atomic(_Atomic uint8_t *) far_leaves[FAR_LEAVES];
 
 unsigned hz_segment_page_shift_far(const void *p) {
@@ -70,6 +70,7 @@ unsigned hz_segment_page_shift_far(const void *p) {
 static _Atomic uint8_t *segment_map_entry(const hz_segment_t *seg, bool make) {
   size_t index = (uintptr_t)seg >> HZ_SEGMENT_SHIFT;
   if (index < HZ_SEGMENT_MAP_ENTRIES) return &hz_segment_map[index];
+  if (index >= FAR_LEAVES * FAR_LEAF) return NULL; /* beyond the map */
   _Atomic(_Atomic uint8_t *) *slot = &far_leaves[index / FAR_LEAF];
   _Atomic uint8_t *leaf = atomic_load_explicit(slot, memory_order_acquire);
   if (leaf == NULL && make) {

@@ -109,7 +109,7 @@ typedef struct hz_segment_set_s {
 /* The map, for segments outside the arena: one byte per segment of the
  * address space below the hint range's end (config.h), 1 MiB; the
  * segments the kernel placed above it are found through a second,
- * two-level map of the whole 47-bit address space. */
+ * two-level map of the whole address space (HZ_ADDRESS_BITS). */
 #define HZ_SEGMENT_MAP_ENTRIES                                                 \
   ((HZ_HINT_BASE + HZ_HINT_SIZE) >> HZ_SEGMENT_SHIFT)
 

@@ -36,8 +36,9 @@
 #define HZ_TLS    __thread __attribute__((tls_model("initial-exec")))
 /* Ask for the cache line at `p` to be fetched ready for writing, ahead of
  * a store. On x86-64 `prefetchw`, which GCC emits for __builtin_prefetch
- * only with -mprfchw; every x86-64 decodes it (the oldest as a no-op). A
- * hint: it never faults. */
+ * only with -mprfchw; every x86-64 decodes it (the oldest as a no-op).
+ * Elsewhere the builtin's own, on AArch64 `prfm pstl1keep`. A hint: it
+ * never faults. */
 #if defined(__x86_64__)
 #define HZ_PREFETCH_WRITE(p)                                                   \
   __asm__ volatile("prefetchw %0" ::"m"(*(const char *)(p)))
@@ -66,6 +67,15 @@
  * above take a slower lookup. */
 #define HZ_HINT_BASE ((uintptr_t)2 << 40)
 #define HZ_HINT_SIZE ((uintptr_t)2 << 40)
+/* The bits of a user address the kernel hands out unasked: 47 on x86-64
+ * (four-level page tables; a five-level kernel maps higher only where a
+ * hint asks), 48 on AArch64 (a 48-bit address space, mmap's addresses just
+ * below 2^48; a 52-bit kernel maps higher only where asked). */
+#if defined(__aarch64__)
+#define HZ_ADDRESS_BITS 48
+#else
+#define HZ_ADDRESS_BITS 47
+#endif
 
 /* The largest block of each page kind but the biggest (segment.h). */
 #define HZ_SMALL_BLOCK_MAX  ((size_t)8 << 10)

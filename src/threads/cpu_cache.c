@@ -19,7 +19,7 @@
 #include "segment.h"
 #include "sizeclass.h"
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__aarch64__)
 #include <sys/rseq.h>
 #endif
 
@@ -54,7 +54,7 @@ static uint32_t class_stack(size_t cls) {
 }
 
 /* ---------------------------------------------------------------------------
- * The sections (x86-64)
+ * The sections (x86-64, AArch64)
  * ------------------------------------------------------------------------- */
 #if defined(__x86_64__)
 /* A section's descriptor (struct rseq_cs: version, flags, start, length,
@@ -188,6 +188,138 @@ start:
 none:
   return 0;
 }
+#elif defined(__aarch64__)
+/* The same two sections in AArch64 assembly. The thread's rseq area is at
+ * the thread pointer (tpidr_el0) plus hz_cpu_rseq_offset; a section gets
+ * its address in a register (rs) and arms itself with a 64-bit store of
+ * its descriptor's address into the area's rseq_cs field (offset 8). */
+#define HZ_RSEQ_ARM(start, end, abort)                                         \
+  ".pushsection __rseq_cs, \"aw\"\n\t"                                         \
+  ".balign 32\n\t"                                                             \
+  "9:\n\t"                                                                     \
+  ".long 0, 0\n\t"                                                             \
+  ".quad " #start "f, (" #end "f - " #start "f), " #abort "f\n\t"              \
+  ".popsection\n\t"                                                            \
+  "adrp x9, 9b\n\t"                                                            \
+  "add x9, x9, :lo12:9b\n\t"                                                   \
+  "str x9, [%[rs], #8]\n\t"
+
+/* The abort handler, preceded by the signature glibc registered on
+ * AArch64 (RSEQ_SIG, 0xd428bc00, the encoding of `brk #0x45e0`, emitted
+ * as an instruction so the word reads the same in code and data). */
+#define HZ_RSEQ_ABORT(abort, label)                                            \
+  ".pushsection __rseq_failure, \"ax\"\n\t"                                    \
+  ".inst 0xd428bc00\n\t" #abort ":\n\t"                                        \
+  "b %l[" #label "]\n\t"                                                       \
+  ".popsection\n\t"
+
+/* The CPU's cache into x9 (its id shifted by the stride, plus the base),
+ * x10 at its class's row of slots; off to `none` if it is closed. The
+ * load of `closed` is an acquire: the loads of the top and the slots that
+ * follow must not see the cache from before the drain that opened it
+ * again (x86-64 keeps loads in order by itself; AArch64 does not). */
+#define HZ_RSEQ_CACHE                                                          \
+  "ldr w9, [%[rs], %[id]]\n\t"                                                 \
+  "lsl x9, x9, %[log2]\n\t"                                                    \
+  "add x9, x9, %[caches]\n\t"                                                  \
+  "lsl x10, %[cls], %[row]\n\t"                                                \
+  "add x10, x10, x9\n\t"                                                       \
+  "add x11, x9, %[closed]\n\t"                                                 \
+  "ldar w11, [x11]\n\t"                                                        \
+  "cbnz w11, %l[none]\n\t"
+
+/* What every section reads, and what it changes. */
+#define HZ_RSEQ_INPUTS(cls)                                                    \
+  [rs] "r"(rseq_area()), [id] "r"(hz_cpu_id_offset),                           \
+      [caches] "r"(hz_cpu_caches), [cls] "r"(cls), [row] "i"(HZ_CPU_ROW_LOG2), \
+      [log2] "i"(HZ_CPU_CACHE_LOG2), [closed] "i"(HZ_CPU_CLOSED_OFFSET),       \
+      [slots] "i"(HZ_CPU_SLOTS_OFFSET)
+#define HZ_RSEQ_CLOBBERS "x9", "x10", "x11", "x12", "x13", "x14", "memory", "cc"
+
+/* The calling thread's rseq area. */
+static char *rseq_area(void) {
+  return (char *)__builtin_thread_pointer() + hz_cpu_rseq_offset;
+}
+
+/* The calling thread's rseq area is registered (see the x86-64 one). */
+static bool registered(void) {
+  return *(volatile int32_t *)(rseq_area() + 4) >= 0;
+}
+
+/* Up to `want` (1 or more) blocks of class `cls` from the top of this
+ * CPU's cache into out[0..), the top one last; how many. As on x86-64:
+ * the copies are scratch, the new top is the store that counts. */
+static unsigned section_pop(size_t cls, void **out, uint64_t want) {
+  uint64_t got;
+  goto start;
+aborted:
+  hz_cpu_restarts++;
+start:
+  __asm__ goto(HZ_RSEQ_ARM(1, 2, 4) "1:\n\t" HZ_RSEQ_CACHE
+               "ldr w11, [x9, %[cls], lsl #2]\n\t"
+               "subs w12, w11, %w[want]\n\t"
+               "csel w12, wzr, w12, lo\n\t"
+               "sub %[got], x11, x12\n\t"
+               "cbz %[got], %l[none]\n\t"
+               "add x10, x10, %[slots]\n\t"
+               "add x10, x10, x12, lsl #3\n\t"
+               "mov x13, #0\n\t"
+               "5:\n\t"
+               "ldr x14, [x10, x13, lsl #3]\n\t"
+               "str x14, [%[out], x13, lsl #3]\n\t"
+               "add x13, x13, #1\n\t"
+               "cmp x13, %[got]\n\t"
+               "b.lo 5b\n\t"
+               "str w12, [x9, %[cls], lsl #2]\n\t"
+               "2:\n\t" HZ_RSEQ_ABORT(4, aborted)
+               : [got] "=&r"(got)
+               : HZ_RSEQ_INPUTS(cls), [out] "r"(out), [want] "r"(want)
+               : HZ_RSEQ_CLOBBERS
+               : aborted, none);
+  return (unsigned)got;
+none:
+  return 0;
+}
+
+/* blocks[0..n) (1 or more) of class `cls` onto this CPU's cache, as many
+ * as it has room for, from the front; how many. The slots above the top
+ * are scratch; the new top is the store that counts. */
+static unsigned section_push(size_t cls, void *const *blocks, uint64_t n) {
+  uint64_t got;
+  goto start;
+aborted:
+  hz_cpu_restarts++;
+start:
+  __asm__ goto(HZ_RSEQ_ARM(1, 2, 4) "1:\n\t" HZ_RSEQ_CACHE
+               "ldr w11, [x9, %[cls], lsl #2]\n\t"
+               "add x12, x9, %[cap]\n\t"
+               "ldr w12, [x12, %[cls], lsl #2]\n\t"
+               "sub w12, w12, w11\n\t"
+               "cmp w12, %w[n]\n\t"
+               "csel w12, w12, %w[n], ls\n\t"
+               "cbz w12, %l[none]\n\t"
+               "mov %[got], x12\n\t"
+               "add x10, x10, %[slots]\n\t"
+               "add x10, x10, x11, lsl #3\n\t"
+               "add w11, w11, w12\n\t"
+               "mov x13, #0\n\t"
+               "5:\n\t"
+               "ldr x14, [%[blocks], x13, lsl #3]\n\t"
+               "str x14, [x10, x13, lsl #3]\n\t"
+               "add x13, x13, #1\n\t"
+               "cmp x13, %[got]\n\t"
+               "b.lo 5b\n\t"
+               "str w11, [x9, %[cls], lsl #2]\n\t"
+               "2:\n\t" HZ_RSEQ_ABORT(4, aborted)
+               : [got] "=&r"(got)
+               : HZ_RSEQ_INPUTS(cls), [blocks] "r"(blocks), [n] "r"(n),
+                 [cap] "i"(HZ_CPU_CAP_OFFSET)
+               : HZ_RSEQ_CLOBBERS
+               : aborted, none);
+  return (unsigned)got;
+none:
+  return 0;
+}
 #else
 static bool registered(void) { return false; }
 static unsigned section_pop(size_t cls, void **out, uint64_t want) {
@@ -290,7 +422,7 @@ static long membarrier(int cmd, unsigned flags, int cpu) {
 /* rseq registered by glibc, a CPU id to index by, and membarrier to
  * abort sections on another CPU: the three things the caches need. */
 static bool rseq_usable(void) {
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__aarch64__)
   if (__rseq_size == 0) return false;
   hz_cpu_rseq_offset = __rseq_offset;
   unsigned long features = getauxval(AT_RSEQ_FEATURE_SIZE);

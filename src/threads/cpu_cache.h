@@ -1,13 +1,14 @@
 /* cpu_cache: the per-CPU rung of the shared pages' ladder (central.h), for
- * their blocks of up to 32 KiB, on glibc's own rseq registration
- * (x86-64). A bin that spills the shared pages' blocks gives them to the
- * cache of the CPU it runs on, and a bin of a shared class that runs empty
- * takes them back from there: a batch a time, each move one restartable
- * sequence whose only store the kernel lets stand is the cache's new top
- * (a thread preempted, migrated or signalled inside starts it again). A
- * full cache passes a batch to its class's depot, an empty one takes from
- * there. Where rseq is not there (valgrind,
- * GLIBC_TUNABLES=glibc.pthread.rseq=0, old kernels, other architectures),
+ * their blocks of up to 32 KiB, on glibc's own rseq registration (x86-64
+ * and AArch64, cpu_cache.c). A bin that spills the shared pages' blocks
+ * gives them to the cache of the CPU it runs on, and a bin of a shared
+ * class that runs empty takes them back from there: a batch a time, each
+ * move one restartable sequence whose only store the kernel lets stand is
+ * the cache's new top (a thread preempted, migrated or signalled inside
+ * starts it again). A full cache passes a batch to its class's depot, an
+ * empty one takes from there. Where rseq is not there (valgrind,
+ * GLIBC_TUNABLES=glibc.pthread.rseq=0, old kernels, qemu-user, other
+ * architectures),
  * with the profiler or in the secure and debug variants, hz_cpu_cache_on
  * stays false and the depots are the ladder's first rung.
  *
@@ -71,7 +72,8 @@ extern bool hz_cpu_cache_on;
 extern hz_cpu_cache_t *hz_cpu_caches;
 extern long hz_cpu_id_offset;
 /* glibc's __rseq_offset, copied at start-up so a section reads it with one
- * load: the thread's rseq area is at %fs:hz_cpu_rseq_offset. */
+ * load: the thread's rseq area is at %fs:hz_cpu_rseq_offset (x86-64), at
+ * the thread pointer plus it (AArch64). */
 extern long hz_cpu_rseq_offset;
 extern HZ_TLS uint64_t hz_cpu_restarts;
 
