@@ -66,15 +66,19 @@ static int child(void) {
     blocks[i] = xmalloc(BLOCK);
     memset(blocks[i], 2, BLOCK);
   }
-  /* Up to 30 s, polled every 100 ms: the purge thread's round comes
-   * late on a loaded or emulated machine (an arm64 one under
+  /* Up to 30 s (or WAIT_MS), polled every 100 ms: the purge thread's
+   * round comes late on a loaded or emulated machine (an arm64 one under
    * qemu-system-aarch64 had none in the 3 s this waited before). */
+  const char *limit = getenv("WAIT_MS");
+  int polls = limit != NULL ? atoi(limit) / 100 : 300;
   size_t huge = 0;
-  for (int wait = 0; wait < 300 && huge < DENSE / 2; wait++) {
+  int wait = 0;
+  while (wait < polls && huge < DENSE / 2) {
     test_sleep_ms(100);
+    wait++;
     huge = huge_bytes_around(blocks[DENSE / BLOCK / 2]);
   }
-  fprintf(stderr, "dense %zu\n", huge);
+  fprintf(stderr, "dense %zu after %d ms\n", huge, wait * 100);
   return 0;
 }
 
@@ -106,10 +110,12 @@ int main(int argc, char **argv) {
     return 0;
   }
   size_t one = 0, dense = 0;
+  int waited = 0;
   child_result_t r = child_run(argv[0], "child", (const char *const[]){NULL});
   CHECK_MSG(r.status == 0 && sscanf(strstr(r.err, "one-block") ?: "",
                                     "one-block %zu", &one) == 1 &&
-                sscanf(strstr(r.err, "dense") ?: "", "dense %zu", &dense) == 1,
+                sscanf(strstr(r.err, "dense") ?: "", "dense %zu after %d ms",
+                       &dense, &waited) == 2,
             "child: exit %d:\n%s", r.status, r.err);
   CHECK_MSG(one == 0, "%zu bytes of huge pages around one small block", one);
   CHECK_MSG(dense >= DENSE / 2,
@@ -117,7 +123,12 @@ int main(int argc, char **argv) {
             dense / MiB);
   free(r.err);
 
-  r = child_run(argv[0], "child", (const char *const[]){"HZ_THP=0", NULL});
+  /* With HZ_THP=0, none in twice the time the default took (3 s at
+   * least). */
+  char wait_ms[32];
+  snprintf(wait_ms, sizeof wait_ms, "WAIT_MS=%d",
+           2 * waited > 3000 ? 2 * waited : 3000);
+  r = child_run(argv[0], "child", (const char *const[]){"HZ_THP=0", wait_ms, NULL});
   CHECK_MSG(r.status == 0 && sscanf(strstr(r.err, "dense") ?: "", "dense %zu",
                                     &dense) == 1 && dense == 0,
             "HZ_THP=0: exit %d:\n%s", r.status, r.err);

@@ -75,6 +75,9 @@ static size_t pick_size(uint64_t *rng) {
   return size < MIN_SIZE ? MIN_SIZE : size > MAX_SIZE ? MAX_SIZE : size;
 }
 
+/* How long the last burst's frees took. */
+static double burst_free_ms;
+
 /* Allocate and write BURST bytes, free them all; returns the peak RSS. */
 static size_t burst(uint64_t seed) {
   uint64_t rng = seed;
@@ -90,8 +93,10 @@ static size_t burst(uint64_t seed) {
     total += size;
   }
   size_t peak = test_rss_bytes();
+  double start = test_now_ms();
   for (size_t i = 0; i < n; i++)
     free(blocks[i]);
+  burst_free_ms = test_now_ms() - start;
   return peak;
 }
 
@@ -118,8 +123,18 @@ static void test_trim(void) {
   CHECK(trimmed == 1);
   CHECK_MSG(rss_near(rss1, rss0), "RSS %.1f MiB above the start after trim",
             ((double)rss1 - (double)rss0) / MB);
-  CHECK_MSG(kept.keepcost >= BURST / 4, "keepcost %zu bytes after freeing %zu",
-            kept.keepcost, BURST);
+  /* Freed memory waits the purge delay before it goes: all of it is kept
+   * when the frees took less (an emulated arm64 machine took longer, and
+   * purged the first freed while it freed the rest). */
+  long delay = test_purge_delay_ms();
+  if (delay < 0 || burst_free_ms < (double)delay)
+    CHECK_MSG(kept.keepcost >= BURST / 4,
+              "keepcost %zu bytes after freeing %zu", kept.keepcost, BURST);
+  else
+    fprintf(stderr,
+            "purge_test: trim: the frees took %.0f ms, past the %ld ms purge "
+            "delay: keepcost not checked\n",
+            burst_free_ms, delay);
   CHECK_MSG(after.keepcost <= RSS_SLACK,
             "keepcost %.1f MiB after malloc_trim: nothing left to give back",
             (double)after.keepcost / MB);
