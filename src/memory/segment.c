@@ -354,21 +354,16 @@ static bool huge_allowed(void) {
  * the region resident already, so the huge page adds at most 1/8 to the
  * resident set; found under the segment lock, collapsed outside it. A
  * region looked at and found sparse is looked at again once a page of
- * it changes, or every RELOOK_ROUNDS rounds: pages cut at once may be
- * written long after (an emulated arm64 machine wrote 48 MiB of 64 B
- * blocks slower than the rounds looked, and its regions, found sparse
- * once, never got a huge page). */
+ * it changes. */
 #define DENSE_RESIDENT_EIGHTHS 7
 #define COLLAPSE_PER_ROUND     2
-#define RELOOK_ROUNDS          40 /* a second at the default purge delay */
 
-static unsigned densify_candidates(uint8_t **out, unsigned max, bool relook) {
+static unsigned densify_candidates(uint8_t **out, unsigned max) {
   unsigned n = 0;
   hz_lock(&segment_lock);
-  for (hz_segment_t *seg = segment_all; seg != NULL && (n < max || relook);
+  for (hz_segment_t *seg = segment_all; seg != NULL && n < max;
        seg = seg->all_next) {
     hz_lock(&seg->lock);
-    if (relook) seg->looked = 0;
     for (unsigned r = 0; r < HZ_REGIONS_PER_SEGMENT && n < max; r++) {
       unsigned bit = 1u << r;
       if ((seg->huge | seg->looked) & bit ||
@@ -390,13 +385,10 @@ static void region_mark_huge(uint8_t *region) {
   hz_unlock(&seg->lock);
 }
 
-/* The purge thread's rounds call it, one at a time. */
 void hz_segment_densify(void) {
-  static unsigned rounds;
   if (!huge_allowed()) return;
   uint8_t *regions[COLLAPSE_PER_ROUND];
-  bool relook = ++rounds % RELOOK_ROUNDS == 0;
-  unsigned n = densify_candidates(regions, COLLAPSE_PER_ROUND, relook);
+  unsigned n = densify_candidates(regions, COLLAPSE_PER_ROUND);
   size_t size = (size_t)HZ_REGION_SLICES << HZ_SLICE_SHIFT;
   for (unsigned i = 0; i < n; i++) {
     if (hz_os_resident(regions[i], size) * 8 < size * DENSE_RESIDENT_EIGHTHS)
