@@ -73,6 +73,15 @@ HZ_INLINE void hz_fast_bin_put(hz_heap_t *heap, hz_bin_t *bin, void **top,
   hz_central_free_full(heap, page, p);
 }
 
+/* The index of p among its page's blocks by the bin's divisor of their
+ * size: the block-start proof's multiply (a pointer inside a block, or off
+ * the page, gives an index past any bound). */
+HZ_INLINE uint32_t hz_fast_block_index(const hz_bin_t *bin,
+                                       const hz_page_t *page, const void *p) {
+  uint32_t offset = (uint32_t)((uintptr_t)p - (uintptr_t)hz_page_start(page));
+  return hz_sizeclass_index_rotated(bin->inverse, bin->rotate, offset);
+}
+
 /* A shared page's block goes onto the thread's bin like its own while its
  * class shares pages: told by the owner word alone, the class's shared
  * heap sitting at a fixed place (central box), so no line of that heap is
@@ -96,9 +105,7 @@ static HZ_NOINLINE HZ_HOT(4) void hz_fast_free_shared(hz_heap_t *heap,
     return;
   }
   hz_bin_t *bin = &heap->bins[page->class_id];
-  uint32_t offset = (uint32_t)((uintptr_t)p - (uintptr_t)hz_page_start(page));
-  if (HZ_UNLIKELY(hz_sizeclass_index_rotated(bin->inverse, bin->rotate,
-                                             offset) >= page->reserved)) {
+  if (HZ_UNLIKELY(hz_fast_block_index(bin, page, p) >= page->reserved)) {
     hz_heap_bad_free(page, p);
     return;
   }
@@ -161,9 +168,7 @@ HZ_INLINE void hz_fast_free(void *p) {
   }
   hz_bin_t *bin = &heap->bins[page->class_id];
   void **top = bin->top;
-  uint32_t offset = (uint32_t)((uintptr_t)p - (uintptr_t)hz_page_start(page));
-  if (HZ_UNLIKELY(hz_sizeclass_index_rotated(bin->inverse, bin->rotate,
-                                             offset) >= page->capacity)) {
+  if (HZ_UNLIKELY(hz_fast_block_index(bin, page, p) >= page->capacity)) {
     hz_heap_bad_free(page, p);
     return;
   }
