@@ -1,10 +1,14 @@
 /* huge_pages: huge pages back memory the program fills densely and no
  * other. In a threaded program (the purge thread runs), a region holding
  * one small block never gets a huge page; once 48 MiB of small blocks are
- * written, the regions they fill do (AnonHugePages of the arena's
- * mapping, /proc/self/smaps) within a few seconds; with HZ_THP=0, none.
- * Skipped, with a note, where the kernel has no transparent huge pages or
- * cannot collapse memory into them (MADV_COLLAPSE, Linux 6.1). */
+ * written, the regions they fill do (AnonHugePages of the mappings they
+ * span, /proc/self/smaps) within a few seconds; freed, trimmed and filled
+ * again, the same segments do again; with HZ_THP=0, none. Built as
+ * huge_pages.always (the hz_ API's test build), the library takes the
+ * kernel's mode for "always", where it advises its segments no huge pages
+ * and must lift that advice from a region before collapsing it. Skipped,
+ * with a note, where the kernel has no transparent huge pages or cannot
+ * collapse memory into them (MADV_COLLAPSE, Linux 6.1). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
@@ -15,7 +19,16 @@
 
 #include "check.h"
 #include "child_run.h"
+#include "test_alloc.h"
 #include "test_util.h"
+
+#ifdef TEST_THP_ALWAYS
+#define HZ_FAULT_INJECTION /* the build linked in has it */
+#include "os.h"
+#define t_trim() hz_collect(true)
+#else
+#define t_trim() malloc_trim(0)
+#endif
 
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25
@@ -24,36 +37,66 @@
 #define MiB    ((size_t)1 << 20)
 #define DENSE  (48 * MiB)
 #define BLOCK  64
+#define BLOCKS (DENSE / BLOCK)
 
-static void *(*volatile xmalloc)(size_t) = malloc;
+static void *(*volatile xmalloc)(size_t) = t_malloc;
 
-/* AnonHugePages of the mapping that contains p, in bytes. */
-static size_t huge_bytes_around(const void *p) {
+/* AnonHugePages of the mappings that overlap [lo, hi), in bytes. */
+static size_t huge_bytes_between(uintptr_t lo, uintptr_t hi) {
   FILE *f = fopen("/proc/self/smaps", "r");
   if (f == NULL) return 0;
   char line[512];
   bool inside = false;
-  size_t kb = 0;
+  size_t total = 0, kb;
   while (fgets(line, sizeof line, f) != NULL) {
-    unsigned long lo, hi;
-    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') &&
+    unsigned long start, end;
+    if (sscanf(line, "%lx-%lx ", &start, &end) == 2 && strchr(line, '-') &&
         strstr(line, " kB") == NULL) {
-      inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+      inside = start < hi && end > lo;
       continue;
     }
-    if (inside && sscanf(line, "AnonHugePages: %zu kB", &kb) == 1) break;
+    if (inside && sscanf(line, "AnonHugePages: %zu kB", &kb) == 1)
+      total += kb << 10;
   }
   fclose(f);
-  return inside ? kb << 10 : 0;
+  return total;
+}
+
+static size_t huge_bytes_around(const void *p) {
+  return huge_bytes_between((uintptr_t)p, (uintptr_t)p + 1);
 }
 
 static void *touch(void *arg) {
   (void)arg;
-  free(xmalloc(100)); /* a second heap: the purge thread starts */
+  t_free(xmalloc(100)); /* a second heap: the purge thread starts */
   return NULL;
 }
 
+/* Fill `blocks` with 48 MiB of written small blocks and poll, every
+ * 100 ms, until half of it is in huge pages or `polls` ran out; print
+ * "`name` <huge bytes> after <ms> ms". */
+static void fill_and_wait(char **blocks, const char *name, int polls) {
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  for (size_t i = 0; i < BLOCKS; i++) {
+    blocks[i] = xmalloc(BLOCK);
+    memset(blocks[i], 2, BLOCK);
+    if ((uintptr_t)blocks[i] < lo) lo = (uintptr_t)blocks[i];
+    if ((uintptr_t)blocks[i] + BLOCK > hi) hi = (uintptr_t)blocks[i] + BLOCK;
+  }
+  size_t huge = 0;
+  int wait = 0;
+  while (wait < polls && huge < DENSE / 2) {
+    test_sleep_ms(100);
+    wait++;
+    huge = huge_bytes_between(lo, hi);
+  }
+  fprintf(stderr, "%s %zu after %d ms\n", name, huge, wait * 100);
+}
+
 static int child(void) {
+#ifdef TEST_THP_ALWAYS
+  hz_os_thp_mode_pretend(2);
+#endif
   pthread_t t;
   pthread_create(&t, NULL, touch, NULL);
   pthread_join(t, NULL);
@@ -61,24 +104,18 @@ static int child(void) {
   memset(one, 1, BLOCK);
   test_sleep_ms(500);
   fprintf(stderr, "one-block %zu\n", huge_bytes_around(one));
-  char **blocks = xmalloc(DENSE / BLOCK * sizeof *blocks);
-  for (size_t i = 0; i < DENSE / BLOCK; i++) {
-    blocks[i] = xmalloc(BLOCK);
-    memset(blocks[i], 2, BLOCK);
-  }
-  /* Up to 30 s (or WAIT_MS), polled every 100 ms: the purge thread's
-   * round comes late on a loaded or emulated machine (an arm64 one under
+  /* Up to 30 s (or WAIT_MS) a round: the purge thread's round comes late
+   * on a loaded or emulated machine (an arm64 one under
    * qemu-system-aarch64 had none in the 3 s this waited before). */
   const char *limit = getenv("WAIT_MS");
   int polls = limit != NULL ? atoi(limit) / 100 : 300;
-  size_t huge = 0;
-  int wait = 0;
-  while (wait < polls && huge < DENSE / 2) {
-    test_sleep_ms(100);
-    wait++;
-    huge = huge_bytes_around(blocks[DENSE / BLOCK / 2]);
-  }
-  fprintf(stderr, "dense %zu after %d ms\n", huge, wait * 100);
+  char **blocks = xmalloc(BLOCKS * sizeof *blocks);
+  fill_and_wait(blocks, "dense", polls);
+  /* Every segment back to the arena, then the same segments filled. */
+  for (size_t i = 0; i < BLOCKS; i++)
+    t_free(blocks[i]);
+  t_trim();
+  fill_and_wait(blocks, "again", polls);
   return 0;
 }
 
@@ -109,18 +146,25 @@ int main(int argc, char **argv) {
     printf("huge_pages: skipped: %s\n", why);
     return 0;
   }
-  size_t one = 0, dense = 0;
-  int waited = 0;
+  size_t one = 0, dense = 0, again = 0;
+  int waited = 0, waited_again = 0;
   child_result_t r = child_run(argv[0], "child", (const char *const[]){NULL});
   CHECK_MSG(r.status == 0 && sscanf(strstr(r.err, "one-block") ?: "",
                                     "one-block %zu", &one) == 1 &&
                 sscanf(strstr(r.err, "dense") ?: "", "dense %zu after %d ms",
-                       &dense, &waited) == 2,
+                       &dense, &waited) == 2 &&
+                sscanf(strstr(r.err, "again") ?: "", "again %zu after %d ms",
+                       &again, &waited_again) == 2,
             "child: exit %d:\n%s", r.status, r.err);
   CHECK_MSG(one == 0, "%zu bytes of huge pages around one small block", one);
   CHECK_MSG(dense >= DENSE / 2,
             "%zu MiB of huge pages under 48 MiB of written small blocks",
             dense / MiB);
+  CHECK_MSG(again >= DENSE / 2,
+            "%zu MiB of huge pages under 48 MiB of small blocks written again "
+            "after a trim",
+            again / MiB);
+  if (waited_again > waited) waited = waited_again;
   free(r.err);
 
   /* With HZ_THP=0, none in twice the time the default took (3 s at
@@ -129,8 +173,10 @@ int main(int argc, char **argv) {
   snprintf(wait_ms, sizeof wait_ms, "WAIT_MS=%d",
            2 * waited > 3000 ? 2 * waited : 3000);
   r = child_run(argv[0], "child", (const char *const[]){"HZ_THP=0", wait_ms, NULL});
-  CHECK_MSG(r.status == 0 && sscanf(strstr(r.err, "dense") ?: "", "dense %zu",
-                                    &dense) == 1 && dense == 0,
+  CHECK_MSG(r.status == 0 &&
+                sscanf(strstr(r.err, "dense") ?: "", "dense %zu", &dense) == 1 &&
+                sscanf(strstr(r.err, "again") ?: "", "again %zu", &again) == 1 &&
+                dense == 0 && again == 0,
             "HZ_THP=0: exit %d:\n%s", r.status, r.err);
   free(r.err);
   return check_report("huge_pages");

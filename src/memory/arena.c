@@ -25,10 +25,20 @@ static uint64_t arena_free[ARENA_SEGMENTS / 64]; /* committed and free */
 
 /* Huge pages only where the segment box asks for them, region by region
  * (and never with HZ_THP=0): where the kernel's mode is "always" every
- * range would get them, so it says no first. */
+ * range would get them, so it says no first. Elsewhere the ranges keep the
+ * kernel's default advice, which cannot be set again once left. */
+static bool arena_says_no(void) {
+  return !hz_option_enabled(HZ_OPTION_THP) || hz_os_thp_mode() == 2;
+}
+
 void hz_arena_advise(void *start, size_t size) {
-  if (!hz_option_enabled(HZ_OPTION_THP) || hz_os_thp_mode() == 2)
-    hz_os_huge_pages(start, size, false);
+  if (arena_says_no()) hz_os_huge_pages(start, size, false);
+}
+
+/* The kernel refuses MADV_COLLAPSE on a range advised no, so the no is
+ * lifted first where it was said. */
+void hz_arena_advise_huge(void *start, size_t size) {
+  if (arena_says_no()) hz_os_huge_pages(start, size, true);
 }
 
 /* The largest power of two at most n (n > 0). */

@@ -49,6 +49,9 @@ void hz_arena_give(void *seg);
 /* The huge-page advice a fresh range of segments starts with (the
  * reservation, and segments the segment box maps on their own). */
 void hz_arena_advise(void *start, size_t size);
+/* Lift that advice from a range about to get a huge page; hz_arena_advise
+ * puts it back. */
+void hz_arena_advise_huge(void *start, size_t size);
 /* Bytes reserved, and bytes of segments handed out now. */
 size_t hz_arena_reserved(void);
 size_t hz_arena_in_use(void);

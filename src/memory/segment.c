@@ -212,7 +212,7 @@ static void segment_return(hz_segment_t *seg) {
     map_set(seg, 0);
     hz_os_unmap(seg, HZ_SEGMENT_SIZE);
   } else {
-    if (seg->huge != 0) hz_os_huge_pages(seg, HZ_SEGMENT_SIZE, false);
+    if (seg->huge != 0) hz_arena_advise(seg, HZ_SEGMENT_SIZE);
     hz_arena_give(seg);
   }
 }
@@ -393,8 +393,11 @@ void hz_segment_densify(void) {
   for (unsigned i = 0; i < n; i++) {
     if (hz_os_resident(regions[i], size) * 8 < size * DENSE_RESIDENT_EIGHTHS)
       continue;
-    if (!hz_os_collapse(regions[i], size)) continue;
-    region_mark_huge(regions[i]);
+    hz_arena_advise_huge(regions[i], size);
+    if (hz_os_collapse(regions[i], size))
+      region_mark_huge(regions[i]);
+    else
+      hz_arena_advise(regions[i], size);
   }
 }
 

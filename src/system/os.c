@@ -375,10 +375,15 @@ bool hz_os_collapse(void *addr, size_t size) {
   return ok;
 }
 
+static _Atomic int os_thp_mode = -1;
+
+#ifdef HZ_FAULT_INJECTION
+void hz_os_thp_mode_pretend(int mode) { atomic_store(&os_thp_mode, mode); }
+#endif
+
 /* Read once: asked per segment mapped and per region that may collapse. */
 int hz_os_thp_mode(void) {
-  static _Atomic int mode = -1;
-  int m = atomic_load_explicit(&mode, memory_order_relaxed);
+  int m = atomic_load_explicit(&os_thp_mode, memory_order_relaxed);
   if (m >= 0) return m;
   char buf[128];
   m = 0;
@@ -387,7 +392,7 @@ int hz_os_thp_mode(void) {
     m = strstr(buf, "[always]") != NULL    ? 2
         : strstr(buf, "[madvise]") != NULL ? 1
                                            : 0;
-  atomic_store_explicit(&mode, m, memory_order_relaxed);
+  atomic_store_explicit(&os_thp_mode, m, memory_order_relaxed);
   return m;
 }
 

@@ -66,6 +66,9 @@ bool hz_os_remap_to(void *addr, size_t old_size, size_t new_size, void *to);
 void hz_os_fault_inject(unsigned long nth, bool from_then_on);
 /* Calls counted since the last hz_os_fault_inject. */
 unsigned long hz_os_fault_calls(void);
+/* Test builds: take `mode` (as hz_os_thp_mode returns it) for the
+ * kernel's, before anything has asked. */
+void hz_os_thp_mode_pretend(int mode);
 #endif
 /* Make a range inaccessible (guard pages) or read-write again. */
 void hz_os_protect(void *addr, size_t size, bool accessible);
