@@ -42,7 +42,7 @@ else
 fi
 
 # The leak report: plant_leak's 4,000,000 bytes, its stack, nothing freed.
-run "$LIB" leak HZ_PROF=1 HZ_PROF_LEAKS=1 HZ_PROF_SAMPLE=4096 -- leak
+run "$LIB" leak HZ_PROF=1 HZ_PROF_LEAKS=1 HZ_PROF_SAMPLE=1024 -- leak
 report=$WORK/leak.err
 bytes=$(awk '/blocks allocated at:/ { b = $3 } /plant_leak/ { print b; exit }' \
         "$report")
