@@ -3,7 +3,9 @@
  * the secure variants) until it is exhausted; blocks put back are handed
  * out again lowest address first, whatever order they came back in; a
  * block put back twice is refused; block_of finds the block of interior
- * pointers; the invariant (used + free bits == capacity) holds throughout.
+ * pointers; the invariant (used + free bits == capacity) holds throughout;
+ * fresh blocks of a page cut from memory that reads as zeros hold no mark
+ * (hz_page_take's unmarked count), freed ones may.
  * Runs on a page from a real segment, driven directly (no heap). */
 #include <string.h>
 
@@ -28,7 +30,12 @@ static void exercise_class(uint8_t cls) {
   hz_page_t *page = hz_segment_page_alloc(&segments, hz_segment_kind_for(size));
   CHECK(page != NULL);
   if (page == NULL) return;
+  /* the first page comes from a fresh segment; later ones from slices
+   * the page before gave back, unpurged */
+  bool zeroed = page->cut_zeroed;
+  CHECK(zeroed == (cls == 1));
   hz_page_init(page, (struct hz_heap_s *)fake_heap, cls);
+  CHECK(page->cut_zeroed == 0); /* used up */
   CHECK(hz_page_heap(page) == (struct hz_heap_s *)fake_heap);
   CHECK(hz_page_flags(page) == 0);
   hz_page_set_flag(page, HZ_PAGE_ALIGNED, true);
@@ -46,9 +53,12 @@ static void exercise_class(uint8_t cls) {
   size_t n = 0;
   for (;;) {
     void *got[5];
-    uint32_t k = hz_page_take(page, got, 5);
+    uint32_t unmarked;
+    uint32_t k = hz_page_take(page, got, 5, &unmarked);
     if (k == 0) break;
     page->tally->used = (uint16_t)(page->tally->used + k);
+    /* fresh blocks hold no mark where the page read as zeros */
+    CHECK(unmarked == (HZ_SECURE || !zeroed ? 0 : k));
     uint8_t *lowest = hz_page_start(page) + (size_t)(page->capacity - k) * size;
     for (uint32_t i = 0; i < k; i++) {
       hz_block_t *b = got[i];
@@ -92,8 +102,10 @@ static void exercise_class(uint8_t cls) {
   size_t again = 0;
   uint8_t *prev = NULL;
   void *got[7];
-  for (uint32_t k; (k = hz_page_take(page, got, 7)) != 0;) {
+  uint32_t unmarked;
+  for (uint32_t k; (k = hz_page_take(page, got, 7, &unmarked)) != 0;) {
     page->tally->used = (uint16_t)(page->tally->used + k);
+    CHECK(unmarked == 0); /* freed blocks may hold their marks */
     for (uint32_t i = k; i-- > 0; again++) { /* from the top of the stack */
       uint8_t *b = got[i];
       CHECK(hz_page_index(page, b) % 2 == 0);

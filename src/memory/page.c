@@ -21,6 +21,9 @@ void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id) {
   memset(page->tally->bits, 0,
          hz_page_words(page->reserved) * sizeof page->tally->bits[0]);
   page->tally->bits_from = 0;
+  page->tally->tail_unmarked = !HZ_SECURE && page->cut_zeroed;
+  page->tally->marks_gone = false;
+  page->cut_zeroed = 0;
   page->in_full = 0;
   page->emptied = 0;
   page->next = page->prev = NULL;
@@ -64,6 +67,29 @@ static uint32_t page_free_run_end(const hz_page_t *page, uint32_t i) {
   return i;
 }
 
+/* Release: the blocks of the free run [from, to) whose second word (the
+ * mark) the discard of the run's whole OS pages did not reach lose it;
+ * read first, so a part nobody touched stays unmapped. */
+static void page_unmark_run_ends(const hz_page_t *page, uint32_t from,
+                                 uint32_t to) {
+  size_t size = page->block_size, os_page = hz_os_page_size();
+  uintptr_t start = (uintptr_t)hz_page_start(page);
+  uintptr_t a = HZ_ALIGN_UP(start + (size_t)from * size, os_page);
+  uintptr_t b = (start + (size_t)to * size) & ~(uintptr_t)(os_page - 1);
+  /* the first block whose word lies at or past b */
+  uint32_t past =
+      b > a ? (uint32_t)((b - start - sizeof(uintptr_t) + size - 1) / size)
+            : to;
+  for (uint32_t i = from; i < to; i++) {
+    uintptr_t *word = (uintptr_t *)(start + (size_t)i * size) + 1;
+    if (b > a && (uintptr_t)word >= a && (uintptr_t)word < b) {
+      i = past - 1; /* those words read as zeros now */
+      continue;
+    }
+    if (*word != 0) *word = 0;
+  }
+}
+
 void hz_page_discard_free(hz_page_t *page, bool lazy) {
   size_t size = page->block_size;
   uint8_t *start = hz_page_start(page);
@@ -75,8 +101,10 @@ void hz_page_discard_free(hz_page_t *page, bool lazy) {
     uint32_t end = HZ_SECURE ? i + 1 : page_free_run_end(page, i);
     discard_range(start + (size_t)i * size + keep, start + (size_t)end * size,
                   lazy);
+    if (!HZ_SECURE && !lazy) page_unmark_run_ends(page, i, end);
     i = end;
   }
+  if (!HZ_SECURE && !lazy) page->tally->marks_gone = true;
 }
 
 hz_block_t *hz_page_block_of(const hz_page_t *page, const void *p) {

@@ -57,6 +57,13 @@ HZ_INLINE void hz_block_set_next(hz_block_t *block, hz_block_t *next) {
 typedef struct {
   uint16_t used;      /* blocks handed out and not back (see above) */
   uint16_t bits_from; /* no free bit in the words below this one */
+  /* No block past `capacity` holds a free mark: the page's memory read
+   * as zeros when it was cut (hz_page_t.cut_zeroed), and blocks carved
+   * again lost theirs (hz_page_uncarve). */
+  bool tail_unmarked;
+  /* No free block of the page holds a free mark: their memory was given
+   * back (hz_page_discard_free) and none came back since. */
+  bool marks_gone;
   _Alignas(64) uint64_t bits[HZ_PAGE_BITMAP_WORDS]; /* bit i: block i free */
 } hz_page_tally_t;
 
@@ -82,7 +89,7 @@ struct hz_heap_s;
 typedef struct hz_page_s {
   hz_page_tally_t *tally; /* its counts and bitmap (segment header) */
   uint8_t emptied; /* its heap's: an empty page kept in its class queue */
-  uint8_t unused8;
+  uint8_t cut_zeroed; /* segment's: cut from slices that read as zeros */
   uint16_t unused16;
   uint32_t emptied_at; /* its heap's slow paths when it emptied */
   /* Owner heap | flags, 0 when the page is free. The free fast path
@@ -117,7 +124,10 @@ HZ_INLINE void hz_page_set_start(hz_page_t *page, uint8_t *start) {
   page->start_word = HZ_VALGRIND ? ~word : word;
 }
 
-/* Set the page up for `class_id`, owned by `heap`: no block carved. */
+/* Set the page up for `class_id`, owned by `heap`: no block carved. Its
+ * fresh blocks count as holding no mark only when the segment cut it from
+ * memory that read as zeros (cut_zeroed, used up here): a page set up
+ * again for another class may hold the marks of the blocks it had. */
 void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id);
 
 /* Words of the bitmap that `blocks` blocks use. */
@@ -167,8 +177,15 @@ void hz_page_secure_batch(void **out, uint32_t fresh, uint32_t n);
  * then fresh ones carved in address order (release writes nothing into
  * them, so memory is first touched by the program that gets it). The
  * secure variants shuffle each batch and mark the fresh blocks (check.h).
- * Returns n; the caller holds them as used. */
-HZ_INLINE uint32_t hz_page_take(hz_page_t *page, void **out, uint32_t max) {
+ * Returns n; the caller holds them as used. *unmarked: how many blocks at
+ * the bottom of the batch, out[0..*unmarked), hold no free mark and may
+ * be memory nobody touched (fresh ones on a page cut from memory that
+ * read as zeros, and all of them when the page's free memory was given
+ * back too): their hand-out is to write nothing into them, or it would
+ * take their first page fault inside malloc. Always 0 in the secure
+ * variants, whose hand-out checks every block's mark. */
+HZ_INLINE uint32_t hz_page_take(hz_page_t *page, void **out, uint32_t max,
+                                uint32_t *unmarked) {
   uint32_t room = (uint32_t)page->reserved - page->tally->used;
   uint32_t n = max < room ? max : room;
   uint32_t free = page->capacity - page->tally->used;
@@ -177,6 +194,10 @@ HZ_INLINE uint32_t hz_page_take(hz_page_t *page, void **out, uint32_t max) {
   if (from_free != 0) top = hz_page_take_free(page, top, from_free);
   hz_page_carve(page, top, n - from_free);
   if (HZ_SECURE) hz_page_secure_batch(out, n - from_free, n);
+  const hz_page_tally_t *tally = page->tally;
+  *unmarked = HZ_SECURE || !tally->tail_unmarked ? 0
+              : tally->marks_gone               ? n
+                                                : n - from_free;
   return n;
 }
 
@@ -200,6 +221,7 @@ HZ_INLINE bool hz_page_put_index(hz_page_t *page, uint32_t index) {
   uint64_t *word = &page->tally->bits[index / 64];
   if (HZ_UNLIKELY(*word & bit)) return false;
   *word |= bit;
+  page->tally->marks_gone = false;
   if (index / 64 < page->tally->bits_from)
     page->tally->bits_from = (uint16_t)(index / 64);
   return true;
@@ -222,6 +244,7 @@ HZ_INLINE bool hz_page_put_run(hz_page_t *page, uint32_t from, uint32_t to) {
     if (HZ_UNLIKELY(bits[w] & hz_page_run_mask(w, from, to))) return false;
   for (uint32_t w = from / 64; w <= to / 64; w++)
     bits[w] |= hz_page_run_mask(w, from, to);
+  page->tally->marks_gone = false;
   if (from / 64 < page->tally->bits_from)
     page->tally->bits_from = (uint16_t)(from / 64);
   return true;
@@ -229,13 +252,17 @@ HZ_INLINE bool hz_page_put_run(hz_page_t *page, uint32_t from, uint32_t to) {
 
 /* A block coming back that is the last one carved is carved again later
  * instead of marked free, so memory a thread never wrote stays untouched
- * (bins give fresh blocks back highest address first). True if it was. Not
- * in the secure variants, whose fresh blocks come in random order. */
-HZ_INLINE bool hz_page_uncarve(hz_page_t *page, const void *block) {
+ * (bins give fresh blocks back highest address first). True if it was.
+ * Blocks carved are handed out as fresh (hz_page_take): a block that may
+ * hold its free mark (`marked`) loses it here, written where its free
+ * wrote it. Not in the secure variants, whose fresh blocks come in random
+ * order. */
+HZ_INLINE bool hz_page_uncarve(hz_page_t *page, void *block, bool marked) {
   if (HZ_SECURE || page->capacity == 0 ||
       (const uint8_t *)block !=
           hz_page_start(page) + (size_t)(page->capacity - 1) * page->block_size)
     return false;
+  if (marked) hz_check_clear_mark(block);
   HZ_SHARED_SET(page->capacity, page->capacity - 1);
   return true;
 }
@@ -248,7 +275,10 @@ HZ_INLINE bool hz_page_has_room(const hz_page_t *page) {
 /* Give back the memory of the page's free blocks (whole OS pages inside
  * runs of free blocks; the secure variants keep each block's first words,
  * its free mark) and of its part never carved into blocks, keeping the
- * page in use. Owner (or a collector holding the heap) only. */
+ * page in use. Owner (or a collector holding the heap) only. Release,
+ * giving back at once (not `lazy`): the marks of the free blocks left
+ * resident at a run's ends go too, so none of the page's free blocks holds
+ * one (marks_gone). */
 void hz_page_discard_free(hz_page_t *page, bool lazy);
 /* The block a pointer names among the page's first `limit` blocks (see
  * hz_page_is_block): p itself when it is a block start, the block around

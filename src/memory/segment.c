@@ -487,17 +487,22 @@ static hz_page_t *page_make(hz_segment_t *seg, unsigned first, unsigned n) {
 }
 
 /* Cut a page of n slices in the region: the first run whose slices are
- * all resident, else the first run. */
+ * all resident, else the first run. A page none of whose slices was dirty
+ * reads as zeros (given back at once, not lazily): the page box hands its
+ * fresh blocks out without writing into them. */
 static hz_page_t *region_cut(hz_segment_t *seg, unsigned region, unsigned n) {
   hz_lock(&seg->lock);
   uint64_t runs = runs_of(~seg->used_slices, n) & region_bits(region);
   uint64_t resident = runs & runs_of(seg->dirty_slices, n);
   unsigned first = (unsigned)__builtin_ctzll(resident != 0 ? resident : runs);
   uint64_t bits = run_bits(first, n);
+  bool zeroed = (seg->dirty_slices & bits) == 0 &&
+                !hz_option_enabled(HZ_OPTION_PURGE_MADV_FREE);
   seg->used_slices |= bits;
   seg->dirty_slices &= ~bits;
   seg->aged_slices &= ~bits;
   hz_page_t *page = page_make(seg, first, n);
+  page->cut_zeroed = zeroed;
   hz_unlock(&seg->lock);
   return page;
 }

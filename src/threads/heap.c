@@ -82,7 +82,7 @@ static uint32_t class_bin_capacity(uint8_t cls) {
 
 static void heap_bin_init(hz_heap_t *heap, uint8_t cls) {
   hz_bin_t *bin = &heap->bins[cls];
-  bin->base = bin->top = heap->bin_slots[cls];
+  bin->base = bin->top = bin->fresh_end = heap->bin_slots[cls];
   bin->limit = bin->base + class_bin_capacity(cls);
   bin->inverse = (uint32_t)hz_class_divisor[cls];
   bin->rotate = (uint32_t)(hz_class_divisor[cls] >> 32);
@@ -340,7 +340,7 @@ static HZ_NOINLINE void heap_send_home(hz_heap_t *heap, hz_page_t *page,
  * reported, and not counted again. */
 HZ_INLINE void page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block,
                         bool uncarve) {
-  if (!(uncarve && hz_page_uncarve(page, block)) &&
+  if (!(uncarve && hz_page_uncarve(page, block, true)) &&
       !hz_page_put_index(page, hz_page_index(page, block))) {
     hz_heap_double_free(page, block);
     return;
@@ -373,7 +373,8 @@ static size_t bin_capacity_of(const hz_bin_t *bin) {
  * mostly come from a few pages, in runs). The shared pages' blocks go into
  * out[] when it is given (how many is returned), else home. */
 static unsigned heap_put_blocks(hz_heap_t *heap, void *const *blocks,
-                                size_t n, bool uncarve, void **out) {
+                                size_t n, bool uncarve, bool marked,
+                                void **out) {
   hz_page_t *page = NULL;
   uintptr_t start = 0, area = 0;
   uint32_t back = 0;
@@ -394,7 +395,7 @@ static unsigned heap_put_blocks(hz_heap_t *heap, void *const *blocks,
         out[shared++] = block;
       else
         heap_send_home(heap, page, block);
-    } else if ((uncarve && hz_page_uncarve(page, block)) ||
+    } else if ((uncarve && hz_page_uncarve(page, block, marked)) ||
                hz_page_put_index(page, hz_page_index(page, block))) {
       back++;
     } else {
@@ -405,16 +406,27 @@ static unsigned heap_put_blocks(hz_heap_t *heap, void *const *blocks,
   return shared;
 }
 
-/* The `n` oldest blocks of a bin leave it (see heap_put_blocks). */
+/* The `n` oldest blocks of a bin leave it (see heap_put_blocks). Those
+ * below fresh_end, which it never handed out, go back uncarved where they
+ * can: they come highest address first, each the last carved, so memory
+ * its thread never touched stays so; with `uncarve` the others too. */
 HZ_INLINE unsigned bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n,
                              bool uncarve, void **out) {
   if (n == 0) return 0; /* a shared heap's bins of other classes: none */
-  unsigned shared = heap_put_blocks(heap, bin->base, n, uncarve, out);
+  size_t fresh = (size_t)(bin->fresh_end - bin->base);
+  if (fresh > n) fresh = n;
+  unsigned shared = 0;
+  if (HZ_UNLIKELY(fresh != 0))
+    shared = heap_put_blocks(heap, bin->base, fresh, true, false, out);
+  shared += heap_put_blocks(heap, bin->base + fresh, n - fresh, uncarve, true,
+                            out == NULL ? NULL : out + shared);
   size_t left = hz_bin_count(bin) - n;
   memmove(bin->base, bin->base + n, left * sizeof bin->base[0]);
   bin->top = bin->base + left;
+  bin->fresh_end -= fresh;
   hz_bin_moved(bin, -(int64_t)n);
   HZ_ASSERT(bin->top >= bin->base && bin->top <= bin->limit);
+  HZ_ASSERT(bin->fresh_end >= bin->base && bin->fresh_end <= bin->top);
   return shared;
 }
 
@@ -704,6 +716,22 @@ static void heap_move_to_front(hz_page_queue_t *q, hz_page_t *page) {
   queue_push_front(q, page);
 }
 
+/* A batch at the bin's top: its `n` first blocks, which hold no mark,
+ * join those below fresh_end (each swapped with the block there), so a
+ * bin filled from several pages keeps them all below it. */
+HZ_INLINE void bin_hold_unmarked(hz_bin_t *bin, void **batch, uint32_t n) {
+  HZ_ASSERT(bin->fresh_end <= batch);
+  if (bin->fresh_end == batch) { /* the batch starts the bin */
+    bin->fresh_end += n;
+    return;
+  }
+  for (uint32_t i = 0; i < n; i++, bin->fresh_end++) {
+    void *other = *bin->fresh_end;
+    *bin->fresh_end = batch[i];
+    batch[i] = other;
+  }
+}
+
 /* Pages of a class queue a refill looks at for the fullest. */
 #define FIND_SCAN 8
 
@@ -757,8 +785,10 @@ HZ_INLINE uint32_t heap_refill(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
                                uint32_t want) {
   hz_page_t *page = heap_find_page(heap, cls);
   if (page == NULL) return 0;
-  uint32_t taken = hz_page_take(page, bin->top, want);
+  uint32_t unmarked;
+  uint32_t taken = hz_page_take(page, bin->top, want, &unmarked);
   HZ_ASSERT(taken > 0);
+  bin_hold_unmarked(bin, bin->top, unmarked);
   bin->top += taken;
   hz_bin_moved(bin, taken);
   if (page->emptied) heap_unempty(heap, page);

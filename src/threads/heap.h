@@ -112,7 +112,10 @@ typedef struct {
   void **top;
   void **base;
   void **limit;
-  void **stolen_end; /* a collector took the slots below this (NULL: none) */
+  /* base[0 .. fresh_end) hold no free mark and may be memory nobody
+   * touched (hz_page_take's unmarked blocks): handed out with nothing
+   * written into them. fresh_end <= top: a pop below it lowers it. */
+  void **fresh_end;
   uint64_t alloc_mark;
   uint64_t free_base; /* see above: frees = free_base + count + allocs */
   /* hz_class_divisor of the class, its halves apart so each is one load */
@@ -170,6 +173,8 @@ typedef struct hz_heap_s {
   _Atomic uint32_t activity;         /* owner slow paths so far */
   _Atomic uintptr_t collector;       /* claiming collector's token, or 0 */
   bool bins_stolen;                  /* a collector raised some bin's base */
+  /* Per class: a collector took the bin's slots below this (NULL: none). */
+  void **stolen_end[HZ_CLASS_COUNT];
   /* Frees that extended the stash's open run, not yet in `counts`: the
    * run's class, and whether its page is one of the shared pages. */
   uint8_t run_class;
@@ -277,12 +282,17 @@ HZ_INLINE uint64_t hz_bin_allocs(const hz_bin_t *bin) {
 }
 
 /* Hand out the block below `top` (the bin's top, which holds one) of
- * class `cls`, counted already. */
+ * class `cls`, counted already. A block below fresh_end holds no mark:
+ * nothing is written into it, so memory nobody touched takes its first
+ * page fault where the program writes it, not inside malloc. */
 HZ_INLINE void *hz_bin_take(hz_bin_t *bin, void **top, unsigned cls) {
   bin->top = --top;
   void *block = *top;
   if (HZ_VALGRIND) *top = NULL; /* memcheck's leak check sees no stale copy */
-  return hz_check_handing_out(block, cls);
+  if (HZ_SECURE || HZ_LIKELY(top >= bin->fresh_end))
+    return hz_check_handing_out(block, cls);
+  bin->fresh_end = top;
+  return block;
 }
 
 /* The class's next malloc is a sample's (the guard's, or the profiler's):

@@ -63,8 +63,9 @@ void hz_heap_release_claim(hz_heap_t *heap) {
  * operation sees the new base (and finds the bin empty below it), except
  * one that was under way across the barrier, which can pop only slot
  * top - 1 or push at top. So the slots below min(new base, top - 1) are
- * the collector's; it records that bound in stolen_end. The owner's next
- * slow path keeps [stolen_end, top) and moves it back to the start.
+ * the collector's; it records that bound in the heap's stolen_end. The
+ * owner's next slow path keeps [stolen_end, top) and moves it back to the
+ * start, with the part below the bin's fresh_end still below it.
  * ------------------------------------------------------------------------- */
 #if !defined(__SANITIZE_THREAD__)
 static void heap_take_bins(hz_heap_t *heap) {
@@ -81,7 +82,7 @@ static void heap_take_bins(hz_heap_t *heap) {
   if (!any) return;
   if (!hz_os_barrier_all_threads()) { /* nothing taken: the owner restores */
     for (int c = 1; c < HZ_CLASS_COUNT; c++)
-      if (old_base[c] != NULL) heap->bins[c].stolen_end = old_base[c];
+      if (old_base[c] != NULL) heap->stolen_end[c] = old_base[c];
     heap->bins_stolen = true;
     return;
   }
@@ -95,7 +96,7 @@ static void heap_take_bins(hz_heap_t *heap) {
       HZ_SHARED_ADD(heap->stats.bin_blocks_taken, 1);
     }
     if (end > old_base[c]) hz_bin_moved(&heap->bins[c], old_base[c] - end);
-    bin->stolen_end = end > old_base[c] ? end : old_base[c];
+    heap->stolen_end[c] = end > old_base[c] ? end : old_base[c];
   }
   heap->bins_stolen = true;
 }

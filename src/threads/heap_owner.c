@@ -34,12 +34,14 @@ void hz_heap_bins_restore(hz_heap_t *heap) {
     hz_bin_t *bin = &heap->bins[c];
     void **start = heap->bin_slots[c];
     if (bin->base == start) continue;
-    void **from = bin->stolen_end != NULL ? bin->stolen_end : bin->base;
+    void **from = heap->stolen_end[c] != NULL ? heap->stolen_end[c] : bin->base;
     size_t left = bin->top > from ? (size_t)(bin->top - from) : 0;
+    size_t fresh = bin->fresh_end > from ? (size_t)(bin->fresh_end - from) : 0;
     memmove(start, from, left * sizeof *start);
     bin->base = start;
     bin->top = start + left;
-    bin->stolen_end = NULL;
+    bin->fresh_end = start + fresh;
+    heap->stolen_end[c] = NULL;
   }
   heap->bins_stolen = false;
 }

@@ -1,0 +1,169 @@
+/* untouched: a malloc writes nothing into a block whose memory can hold no
+ * free mark, so memory nobody touched takes its first page fault where the
+ * program writes it, not inside malloc (the free mark is cleared only in
+ * blocks that may carry one: check.h, heap.h's hz_bin_take). Each case
+ * runs in a child (preloaded release library, no purge thread, small
+ * pages only) that counts its minor page faults:
+ *   - fresh: 4,096 blocks of 1000 bytes cut from fresh pages fault less
+ *     than FAULTS_QUIET times while malloc hands them out, and at least
+ *     FAULTS_WRITTEN times when the program then writes them (the count
+ *     sees faults at all);
+ *   - trimmed: the same blocks written, all but every 64th freed,
+ *     malloc_trim (their memory given back), then taken again: quiet while
+ *     handed out, faulting when written;
+ *   - reused: blocks of 64 bytes written and freed, their pages emptied
+ *     and cut again, unpurged, for 32-byte blocks (whose starts include
+ *     every 64-byte block's), and blocks freed and given back uncarved
+ *     (malloc_trim empties the bins) and carved again, whose memory may
+ *     hold old free marks: every block handed out is live (its free reports
+ * nothing, the program writing only its first word), and none is handed out
+ *     twice.
+ * Every case ends with no error line on stderr. */
+#define _GNU_SOURCE
+#include <malloc.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "check.h"
+#include "child_run.h"
+
+enum { BLOCKS = 4096, BLOCK_SIZE = 1000, KEEP_EVERY = 64 };
+/* A malloc that wrote each block's second word faulted once an OS page:
+ * about 1,000 for 4,096 blocks of 1000 bytes. The library's own metadata
+ * (bins, page headers) faults a few times. */
+enum { FAULTS_QUIET = 64, FAULTS_WRITTEN = 512 };
+
+static long minor_faults(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_minflt;
+}
+
+static void *blocks[BLOCKS];
+
+/* Take BLOCKS blocks into blocks[] (the ones at a multiple of KEEP_EVERY
+ * left alone when `skip_kept`), and the faults that took. */
+static long take_all(bool skip_kept) {
+  long before = minor_faults();
+  for (int i = 0; i < BLOCKS; i++)
+    if (!(skip_kept && i % KEEP_EVERY == 0)) blocks[i] = malloc(BLOCK_SIZE);
+  return minor_faults() - before;
+}
+
+static long write_all(bool skip_kept) {
+  long before = minor_faults();
+  for (int i = 0; i < BLOCKS; i++)
+    if (!(skip_kept && i % KEEP_EVERY == 0)) memset(blocks[i], 1, BLOCK_SIZE);
+  return minor_faults() - before;
+}
+
+static int case_fresh(void) {
+  long taking = take_all(false);
+  long writing = write_all(false);
+  printf("fresh: %ld faults handing out, %ld writing\n", taking, writing);
+  CHECK_MSG(taking < FAULTS_QUIET, "%ld faults inside malloc", taking);
+  CHECK_MSG(writing >= FAULTS_WRITTEN, "%ld faults writing", writing);
+  for (int i = 0; i < BLOCKS; i++)
+    free(blocks[i]);
+  return check_report("untouched fresh");
+}
+
+static int case_trimmed(void) {
+  take_all(false);
+  write_all(false);
+  for (int i = 0; i < BLOCKS; i++)
+    if (i % KEEP_EVERY != 0) free(blocks[i]);
+  CHECK(malloc_trim(0) == 1);
+  long taking = take_all(true);
+  long writing = write_all(true);
+  printf("trimmed: %ld faults handing out, %ld writing\n", taking, writing);
+  CHECK_MSG(taking < FAULTS_QUIET, "%ld faults inside malloc", taking);
+  CHECK_MSG(writing >= FAULTS_WRITTEN, "%ld faults writing", writing);
+  for (int i = 0; i < BLOCKS; i++)
+    free(blocks[i]);
+  return check_report("untouched trimmed");
+}
+
+static int by_address(const void *a, const void *b) {
+  uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* 12.8 MiB of 64-byte blocks: more than a heap keeps of emptied pages, so
+ * most go back to their segments and are cut again, unpurged. */
+enum { REUSE_BLOCKS = 200000, UNCARVED = 40 };
+static void *small[2 * REUSE_BLOCKS];
+
+/* n blocks of `size`, only their first word written; none twice. */
+static void take_distinct(size_t size, int n) {
+  for (int i = 0; i < n; i++) {
+    small[i] = malloc(size);
+    CHECK(small[i] != NULL);
+    if (small[i] != NULL) *(uintptr_t *)small[i] = (uintptr_t)i;
+  }
+  void **sorted = malloc((size_t)n * sizeof *sorted);
+  memcpy(sorted, small, (size_t)n * sizeof *sorted);
+  qsort(sorted, (size_t)n, sizeof *sorted, by_address);
+  int twice = 0;
+  for (int i = 1; i < n; i++)
+    twice += sorted[i] == sorted[i - 1];
+  free(sorted);
+  CHECK_MSG(twice == 0, "%d blocks of %zu bytes handed out twice", twice, size);
+}
+
+static void free_all(int n) {
+  for (int i = 0; i < n; i++)
+    free(small[i]);
+}
+
+static int case_reused(void) {
+  /* first (while pages are cut from memory that reads as zeros), blocks of
+   * a size not used before, freed into the bin highest address
+   * first but for the lowest (which keeps its page in use): malloc_trim
+   * empties the bin, each going back uncarved, and gives back the memory
+   * past the page's last carved block but for the OS page that holds it;
+   * then they are carved again */
+  for (int round = 0; round < 4; round++) {
+    take_distinct(48, UNCARVED); /* fewer than fill a bin */
+    for (int i = UNCARVED; i-- > 1;)
+      free(small[i]);
+    malloc_trim(0);
+    void *kept = small[0];
+    take_distinct(48, UNCARVED);
+    free(kept);
+    free_all(UNCARVED);
+  }
+  /* every 64-byte block freed carries its mark at the start of a block of
+   * 32 bytes too */
+  take_distinct(64, REUSE_BLOCKS);
+  free_all(REUSE_BLOCKS);
+  take_distinct(32, 2 * REUSE_BLOCKS);
+  free_all(2 * REUSE_BLOCKS);
+  take_distinct(32, 2 * REUSE_BLOCKS);
+  free_all(2 * REUSE_BLOCKS);
+  return check_report("untouched reused");
+}
+
+static void run_case(const char *argv0, const char *name) {
+  static const char *const settings[] = {"HZ_THP=0", "HZ_PURGE_THREAD=0",
+                                         "HZ_GUARD_SAMPLE=0", NULL};
+  child_result_t r = child_run(argv0, name, settings);
+  CHECK_MSG(r.status == 0, "case %s: exit %d, signal %d:\n%s", name, r.status,
+            r.signal, r.err != NULL ? r.err : "");
+  CHECK_MSG(r.err != NULL && strstr(r.err, "hakozuna: error") == NULL,
+            "case %s reported an error:\n%s", name, r.err);
+  free(r.err);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "fresh") == 0) return case_fresh();
+  if (argc > 1 && strcmp(argv[1], "trimmed") == 0) return case_trimmed();
+  if (argc > 1 && strcmp(argv[1], "reused") == 0) return case_reused();
+  run_case(argv[0], "fresh");
+  run_case(argv[0], "trimmed");
+  run_case(argv[0], "reused");
+  return check_report("untouched");
+}
