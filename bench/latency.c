@@ -167,8 +167,7 @@ int main(int argc, char **argv) {
   g.threads = (int)v[0];
   g.steps = (long)v[1];
   g.slots = (long)v[2];
-  if (g.threads < 1 || g.steps < 1 || g.slots < 1)
-    return bench_bad_args(usage);
+  if (g.threads < 1 || g.steps < 1 || g.slots < 1) return bench_bad_args(usage);
   g.workers = bench_xcalloc((size_t)g.threads, sizeof *g.workers);
   struct rusage before, after;
   getrusage(RUSAGE_SELF, &before);

@@ -88,7 +88,7 @@ struct hz_heap_s;
 /* 64 bytes, so segment -> descriptor is a shift. */
 typedef struct hz_page_s {
   hz_page_tally_t *tally; /* its counts and bitmap (segment header) */
-  uint8_t emptied; /* its heap's: an empty page kept in its class queue */
+  uint8_t emptied;    /* its heap's: an empty page kept in its class queue */
   uint8_t cut_zeroed; /* segment's: cut from slices that read as zeros */
   uint16_t unused16;
   uint32_t emptied_at; /* its heap's slow paths when it emptied */
@@ -196,8 +196,8 @@ HZ_INLINE uint32_t hz_page_take(hz_page_t *page, void **out, uint32_t max,
   if (HZ_SECURE) hz_page_secure_batch(out, n - from_free, n);
   const hz_page_tally_t *tally = page->tally;
   *unmarked = HZ_SECURE || !tally->tail_unmarked ? 0
-              : tally->marks_gone               ? n
-                                                : n - from_free;
+              : tally->marks_gone                ? n
+                                                 : n - from_free;
   return n;
 }
 

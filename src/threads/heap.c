@@ -372,9 +372,8 @@ static size_t bin_capacity_of(const hz_bin_t *bin) {
  * page's blocks is counted off its `used` in one step (a bin's blocks
  * mostly come from a few pages, in runs). The shared pages' blocks go into
  * out[] when it is given (how many is returned), else home. */
-static unsigned heap_put_blocks(hz_heap_t *heap, void *const *blocks,
-                                size_t n, bool uncarve, bool marked,
-                                void **out) {
+static unsigned heap_put_blocks(hz_heap_t *heap, void *const *blocks, size_t n,
+                                bool uncarve, bool marked, void **out) {
   hz_page_t *page = NULL;
   uintptr_t start = 0, area = 0;
   uint32_t back = 0;
@@ -925,8 +924,7 @@ static void heap_take_given(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
   bin->top += fit;
   hz_bin_moved(bin, fit);
   for (unsigned i = fit; i < n; i++) /* no room: cannot happen, but home */
-    heap_send_home(heap, hz_segment_block_page(from->given[i]),
-                   from->given[i]);
+    heap_send_home(heap, hz_segment_block_page(from->given[i]), from->given[i]);
 }
 
 HZ_INLINE void *heap_malloc(hz_heap_t *heap, size_t size,

@@ -187,7 +187,7 @@ typedef struct hz_heap_s {
    * it keeps); and the shared refills since the last sample. */
   uint8_t refills_shared[HZ_CLASS_COUNT];
   uint8_t shared_fills[HZ_CLASS_COUNT];
-  bool gone;           /* pooled and collected whole: its pages go at once */
+  bool gone;              /* pooled and collected whole: its pages go at once */
   uint32_t collect_seen;  /* collector's: activity when it last looked */
   uint64_t idle_since_ms; /* collector's: when it saw that activity first */
   bool collect_clean;     /* collector's: nothing left after a full one */
