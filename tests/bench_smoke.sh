@@ -32,6 +32,7 @@ declare -A ARGS=(
   [grow_late]="20000 16 512 16"
   [hot_pair]="malloc 20000 16 1024 random 100"
   [soak]="0"
+  [latency]="2 20000 256"
 )
 
 for name in $(echo "${!ARGS[@]}" | tr ' ' '\n' | sort); do
