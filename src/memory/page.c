@@ -21,6 +21,7 @@ void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id) {
   memset(page->tally->bits, 0,
          hz_page_words(page->reserved) * sizeof page->tally->bits[0]);
   page->tally->bits_from = 0;
+  page->tally->purged_from = page->tally->purged_to = 0;
   page->in_full = 0;
   page->emptied = 0;
   page->next = page->prev = NULL;
@@ -50,11 +51,43 @@ uint32_t hz_page_free_count(const hz_page_t *page) {
   return n;
 }
 
-static void discard_range(uint8_t *from, uint8_t *to, bool lazy) {
+/* True when some memory went back. */
+static bool discard_range(uint8_t *from, uint8_t *to, bool lazy) {
   size_t os_page = hz_os_page_size();
   uint8_t *a = (uint8_t *)HZ_ALIGN_UP((uintptr_t)from, os_page);
   uint8_t *b = (uint8_t *)((uintptr_t)to & ~(uintptr_t)(os_page - 1));
-  if (a < b) hz_os_discard(a, (size_t)(b - a), lazy);
+  if (a >= b) return false;
+  hz_os_discard(a, (size_t)(b - a), lazy);
+  return true;
+}
+
+/* Free blocks from..to (to excluded) may have lost their marks: the page
+ * is flagged and its purged range takes them in. */
+static void page_purged(hz_page_t *page, uint32_t from, uint32_t to) {
+  hz_page_tally_t *tally = page->tally;
+  if (!(hz_page_flags(page) & HZ_PAGE_PURGED)) {
+    tally->purged_from = (uint16_t)from;
+    tally->purged_to = (uint16_t)to;
+    hz_page_set_flag(page, HZ_PAGE_PURGED, true);
+    return;
+  }
+  if (from < tally->purged_from) tally->purged_from = (uint16_t)from;
+  if (to > tally->purged_to) tally->purged_to = (uint16_t)to;
+}
+
+void hz_page_purged_taken(hz_page_t *page) {
+  hz_page_tally_t *tally = page->tally;
+  uint32_t words = hz_page_words(page->capacity);
+  uint32_t w = tally->bits_from;
+  while (w < words && tally->bits[w] == 0)
+    w++;
+  uint32_t lowest =
+      w < words ? w * 64 + (uint32_t)__builtin_ctzll(tally->bits[w]) : UINT32_MAX;
+  if (lowest > tally->purged_from)
+    tally->purged_from = (uint16_t)(lowest < tally->purged_to ? lowest
+                                                              : tally->purged_to);
+  if (tally->purged_from >= tally->purged_to)
+    hz_page_set_flag(page, HZ_PAGE_PURGED, false);
 }
 
 /* The end of the run of free blocks from block `i` on (bits set). */
@@ -73,8 +106,9 @@ void hz_page_discard_free(hz_page_t *page, bool lazy) {
   for (uint32_t i = 0; i < page->capacity; i++) {
     if (!hz_page_bit(page, i)) continue;
     uint32_t end = HZ_SECURE ? i + 1 : page_free_run_end(page, i);
-    discard_range(start + (size_t)i * size + keep, start + (size_t)end * size,
-                  lazy);
+    bool gone = discard_range(start + (size_t)i * size + keep,
+                              start + (size_t)end * size, lazy);
+    if (!HZ_SECURE && gone) page_purged(page, i, end); /* marks gone too */
     i = end;
   }
 }
@@ -117,5 +151,8 @@ void hz_page_check(const hz_page_t *page) {
   if (page->capacity % 64 != 0) /* no free bit past the carved blocks */
     HZ_ASSERT((page->tally->bits[words - 1] >> (page->capacity % 64)) == 0);
   HZ_ASSERT(page->tally->used + hz_page_free_count(page) == page->capacity);
+  if (hz_page_flags(page) & HZ_PAGE_PURGED)
+    HZ_ASSERT(page->tally->purged_from < page->tally->purged_to &&
+              page->tally->purged_to <= page->reserved);
 }
 #endif

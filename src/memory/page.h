@@ -8,10 +8,12 @@
  * address first, so consecutive mallocs walk up through memory.
  *
  * Ownership: every field is touched only by the owning heap's thread (or a
- * collector holding that heap), with two exceptions: `owner` is read by
+ * collector holding that heap), with three exceptions: `owner` is read by
  * any thread freeing a block of the page (it is stable while any block is
- * live), and the descriptor is handed between heaps only through the
- * segment box, under its lock, while the page holds no live block.
+ * live); on a page flagged HZ_PAGE_PURGED, such a thread also reads the
+ * bit of its block (hz_page_free_now); and the descriptor is handed
+ * between heaps only through the segment box, under its lock, while the
+ * page holds no live block.
  *
  * Invariant (checked in debug builds):
  *   used + |free bits| == capacity <= reserved
@@ -57,6 +59,10 @@ HZ_INLINE void hz_block_set_next(hz_block_t *block, hz_block_t *next) {
 typedef struct {
   uint16_t used;      /* blocks handed out and not back (see above) */
   uint16_t bits_from; /* no free bit in the words below this one */
+  /* With HZ_PAGE_PURGED: every free block that may have lost its free
+   * mark (its memory given back) lies in [purged_from, purged_to). */
+  uint16_t purged_from;
+  uint16_t purged_to;
   _Alignas(64) uint64_t bits[HZ_PAGE_BITMAP_WORDS]; /* bit i: block i free */
 } hz_page_tally_t;
 
@@ -76,6 +82,15 @@ struct hz_heap_s;
  * heap): the free fast path's compare fails on it, and the descriptor's
  * `next` names the page's own (segment.h). */
 #define HZ_PAGE_INTERIOR  8u
+/* HZ_PAGE_PURGED (release): the memory of some of its free blocks was
+ * given back (hz_page_discard_free), so they read zeros and carry no free
+ * mark (check.h); the tally's purged range holds them. A free of a block
+ * on such a page asks the page's bitmap whether the block is free there
+ * already (a double free). Set by the purge; cleared once the refills have
+ * taken every block of the range off the page (hz_page_purged_taken), and
+ * when the page is set up anew. Any free to the page takes the generic
+ * path while it is set. */
+#define HZ_PAGE_PURGED    16u
 #define HZ_PAGE_FLAG_MASK ((uintptr_t)63)
 
 /* 64 bytes, so segment -> descriptor is a shift. */
@@ -192,6 +207,17 @@ HZ_INLINE bool hz_page_bit(const hz_page_t *page, uint32_t index) {
   return (page->tally->bits[index / 64] >> (index % 64)) & 1;
 }
 
+/* Is block `index` (below `reserved`) free on its page? Any thread may ask,
+ * on a page flagged HZ_PAGE_PURGED; only its owner changes the bitmap. A
+ * block a program may free is one handed out to it: the refill that took
+ * it off its page, clearing its bit, happened before the program passed
+ * it on, so a set bit seen here is a block free on its page, freed again
+ * (no bit is set at or past `capacity`). */
+HZ_INLINE bool hz_page_free_now(const hz_page_t *page, uint32_t index) {
+  uint64_t word = HZ_SHARED_GET(page->tally->bits[index / 64]);
+  return (word >> (index % 64)) & 1;
+}
+
 /* Block `index` (carved, handed out) comes back: its bit is set. False,
  * nothing changed, when it is set already (a double free). The caller
  * lowers `used`. */
@@ -248,8 +274,13 @@ HZ_INLINE bool hz_page_has_room(const hz_page_t *page) {
 /* Give back the memory of the page's free blocks (whole OS pages inside
  * runs of free blocks; the secure variants keep each block's first words,
  * its free mark) and of its part never carved into blocks, keeping the
- * page in use. Owner (or a collector holding the heap) only. */
+ * page in use. Release flags the page HZ_PAGE_PURGED when a free block's
+ * mark went with its memory. Owner (or a collector holding the heap) only. */
 void hz_page_discard_free(hz_page_t *page, bool lazy);
+/* A refill took blocks off a page flagged HZ_PAGE_PURGED: blocks go
+ * lowest first, so the purged range starts at the lowest free block now;
+ * the flag goes once no free block is left in it. Owner only. */
+void hz_page_purged_taken(hz_page_t *page);
 /* The block a pointer names among the page's first `limit` blocks (see
  * hz_page_is_block): p itself when it is a block start, the block around
  * it when p is where memalign handed that block out (check.h), NULL

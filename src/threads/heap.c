@@ -759,6 +759,8 @@ HZ_INLINE uint32_t heap_refill(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
   if (page == NULL) return 0;
   uint32_t taken = hz_page_take(page, bin->top, want);
   HZ_ASSERT(taken > 0);
+  if (HZ_UNLIKELY(hz_page_flags(page) & HZ_PAGE_PURGED))
+    hz_page_purged_taken(page);
   bin->top += taken;
   hz_bin_moved(bin, taken);
   if (page->emptied) heap_unempty(heap, page);
