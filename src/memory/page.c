@@ -21,9 +21,9 @@ void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id) {
   memset(page->tally->bits, 0,
          hz_page_words(page->reserved) * sizeof page->tally->bits[0]);
   page->tally->bits_from = 0;
-  page->tally->purged_from = page->tally->purged_to = 0;
   page->in_full = 0;
   page->emptied = 0;
+  page->purged = 0;
   page->next = page->prev = NULL;
 }
 
@@ -61,35 +61,6 @@ static bool discard_range(uint8_t *from, uint8_t *to, bool lazy) {
   return true;
 }
 
-/* Free blocks from..to (to excluded) may have lost their marks: the page
- * is flagged and its purged range takes them in. */
-static void page_purged(hz_page_t *page, uint32_t from, uint32_t to) {
-  hz_page_tally_t *tally = page->tally;
-  if (!(hz_page_flags(page) & HZ_PAGE_PURGED)) {
-    tally->purged_from = (uint16_t)from;
-    tally->purged_to = (uint16_t)to;
-    hz_page_set_flag(page, HZ_PAGE_PURGED, true);
-    return;
-  }
-  if (from < tally->purged_from) tally->purged_from = (uint16_t)from;
-  if (to > tally->purged_to) tally->purged_to = (uint16_t)to;
-}
-
-void hz_page_purged_taken(hz_page_t *page) {
-  hz_page_tally_t *tally = page->tally;
-  uint32_t words = hz_page_words(page->capacity);
-  uint32_t w = tally->bits_from;
-  while (w < words && tally->bits[w] == 0)
-    w++;
-  uint32_t lowest =
-      w < words ? w * 64 + (uint32_t)__builtin_ctzll(tally->bits[w]) : UINT32_MAX;
-  if (lowest > tally->purged_from)
-    tally->purged_from = (uint16_t)(lowest < tally->purged_to ? lowest
-                                                              : tally->purged_to);
-  if (tally->purged_from >= tally->purged_to)
-    hz_page_set_flag(page, HZ_PAGE_PURGED, false);
-}
-
 /* The end of the run of free blocks from block `i` on (bits set). */
 static uint32_t page_free_run_end(const hz_page_t *page, uint32_t i) {
   while (i < page->capacity && hz_page_bit(page, i))
@@ -108,9 +79,18 @@ void hz_page_discard_free(hz_page_t *page, bool lazy) {
     uint32_t end = HZ_SECURE ? i + 1 : page_free_run_end(page, i);
     bool gone = discard_range(start + (size_t)i * size + keep,
                               start + (size_t)end * size, lazy);
-    if (!HZ_SECURE && gone) page_purged(page, i, end); /* marks gone too */
+    if (!HZ_SECURE && gone && !page->purged) { /* marks went too */
+      page->purged = 1;
+      hz_page_set_flag(page, HZ_PAGE_PURGED, true);
+    }
     i = end;
   }
+}
+
+void hz_page_purged_refilled(hz_page_t *page) {
+  if (page->tally->used != page->capacity) return; /* free blocks left */
+  page->purged = 0;
+  hz_page_set_flag(page, HZ_PAGE_PURGED, false);
 }
 
 hz_block_t *hz_page_block_of(const hz_page_t *page, const void *p) {
@@ -151,8 +131,6 @@ void hz_page_check(const hz_page_t *page) {
   if (page->capacity % 64 != 0) /* no free bit past the carved blocks */
     HZ_ASSERT((page->tally->bits[words - 1] >> (page->capacity % 64)) == 0);
   HZ_ASSERT(page->tally->used + hz_page_free_count(page) == page->capacity);
-  if (hz_page_flags(page) & HZ_PAGE_PURGED)
-    HZ_ASSERT(page->tally->purged_from < page->tally->purged_to &&
-              page->tally->purged_to <= page->reserved);
+  HZ_ASSERT(page->purged == ((hz_page_flags(page) & HZ_PAGE_PURGED) != 0));
 }
 #endif

@@ -59,11 +59,9 @@ HZ_INLINE void hz_block_set_next(hz_block_t *block, hz_block_t *next) {
 typedef struct {
   uint16_t used;      /* blocks handed out and not back (see above) */
   uint16_t bits_from; /* no free bit in the words below this one */
-  /* With HZ_PAGE_PURGED: every free block that may have lost its free
-   * mark (its memory given back) lies in [purged_from, purged_to). */
-  uint16_t purged_from;
-  uint16_t purged_to;
-  _Alignas(64) uint64_t bits[HZ_PAGE_BITMAP_WORDS]; /* bit i: block i free */
+  /* Bit i: block i free. Written by the owner with HZ_SHARED_SET: on a
+   * page flagged HZ_PAGE_PURGED, a freeing thread reads its block's bit. */
+  _Alignas(64) uint64_t bits[HZ_PAGE_BITMAP_WORDS];
 } hz_page_tally_t;
 
 struct hz_heap_s;
@@ -84,20 +82,29 @@ struct hz_heap_s;
 #define HZ_PAGE_INTERIOR  8u
 /* HZ_PAGE_PURGED (release): the memory of some of its free blocks was
  * given back (hz_page_discard_free), so they read zeros and carry no free
- * mark (check.h); the tally's purged range holds them. A free of a block
- * on such a page asks the page's bitmap whether the block is free there
- * already (a double free). Set by the purge; cleared once the refills have
- * taken every block of the range off the page (hz_page_purged_taken), and
- * when the page is set up anew. Any free to the page takes the generic
- * path while it is set. */
+ * mark (check.h). A free of a block on such a page asks the page's bitmap
+ * whether the block is free there already (a double free): any free to
+ * the page takes the generic path while the flag is set. Set by the
+ * purge; cleared by the refill that leaves the page no free block (every
+ * block carved is handed out: hz_page_purged_refilled), and when the page
+ * is set up anew. */
 #define HZ_PAGE_PURGED    16u
 #define HZ_PAGE_FLAG_MASK ((uintptr_t)63)
 
 /* 64 bytes, so segment -> descriptor is a shift. */
 typedef struct hz_page_s {
   hz_page_tally_t *tally; /* its counts and bitmap (segment header) */
-  uint8_t emptied; /* its heap's: an empty page kept in its class queue */
-  uint8_t unused8;
+  /* What a refill from the page has more to do, both bytes read at once
+   * (`refill_notes` nonzero): `emptied`, its heap's: an empty page kept in
+   * its class queue; `purged`: flagged HZ_PAGE_PURGED, set and cleared
+   * with the flag. */
+  union {
+    struct {
+      uint8_t emptied;
+      uint8_t purged;
+    };
+    uint16_t refill_notes;
+  };
   uint16_t unused16;
   uint32_t emptied_at; /* its heap's slow paths when it emptied */
   /* Owner heap | flags, 0 when the page is free. The free fast path
@@ -153,12 +160,12 @@ HZ_INLINE void **hz_page_take_free(hz_page_t *page, void **top, uint32_t n) {
           start + (size_t)(w * 64 + (uint32_t)__builtin_ctzll(word)) * size;
       word &= word - 1;
       if (--n == 0) {
-        bits[w] = word;
+        HZ_SHARED_SET(bits[w], word);
         page->tally->bits_from = (uint16_t)(word != 0 ? w : w + 1);
         return top;
       }
     }
-    bits[w] = 0;
+    HZ_SHARED_SET(bits[w], 0);
   }
 }
 
@@ -225,7 +232,7 @@ HZ_INLINE bool hz_page_put_index(hz_page_t *page, uint32_t index) {
   uint64_t bit = (uint64_t)1 << (index % 64);
   uint64_t *word = &page->tally->bits[index / 64];
   if (HZ_UNLIKELY(*word & bit)) return false;
-  *word |= bit;
+  HZ_SHARED_SET(*word, *word | bit);
   if (index / 64 < page->tally->bits_from)
     page->tally->bits_from = (uint16_t)(index / 64);
   return true;
@@ -247,7 +254,7 @@ HZ_INLINE bool hz_page_put_run(hz_page_t *page, uint32_t from, uint32_t to) {
   for (uint32_t w = from / 64; w <= to / 64; w++)
     if (HZ_UNLIKELY(bits[w] & hz_page_run_mask(w, from, to))) return false;
   for (uint32_t w = from / 64; w <= to / 64; w++)
-    bits[w] |= hz_page_run_mask(w, from, to);
+    HZ_SHARED_SET(bits[w], bits[w] | hz_page_run_mask(w, from, to));
   if (from / 64 < page->tally->bits_from)
     page->tally->bits_from = (uint16_t)(from / 64);
   return true;
@@ -277,10 +284,10 @@ HZ_INLINE bool hz_page_has_room(const hz_page_t *page) {
  * page in use. Release flags the page HZ_PAGE_PURGED when a free block's
  * mark went with its memory. Owner (or a collector holding the heap) only. */
 void hz_page_discard_free(hz_page_t *page, bool lazy);
-/* A refill took blocks off a page flagged HZ_PAGE_PURGED: blocks go
- * lowest first, so the purged range starts at the lowest free block now;
- * the flag goes once no free block is left in it. Owner only. */
-void hz_page_purged_taken(hz_page_t *page);
+/* A refill took blocks off a page flagged HZ_PAGE_PURGED and counted them
+ * in `used`: when no free block is left on it, none lacks its mark, and
+ * the flag goes. Owner only. */
+void hz_page_purged_refilled(hz_page_t *page);
 /* The block a pointer names among the page's first `limit` blocks (see
  * hz_page_is_block): p itself when it is a block start, the block around
  * it when p is where memalign handed that block out (check.h), NULL
