@@ -674,7 +674,9 @@ ROUTE_CASES(49152)
  * free mark gone (release: checked, and waited for). It is then freed
  * again, by a thread that never allocated (it takes the pooled heap and
  * frees as the block's owner) or by main (a heap of its own: the block
- * goes home through its stash). Main and four threads then take 2 x N
+ * goes home through its stash, or onto main's bin from a shared page). In
+ * the `owner` cases main is the thread that allocated and freed, and stays:
+ * its own second free. Main and four threads then take 2 x N
  * blocks each and keep them: release reports the second free once and
  * hands the block to no two holders; secure and debug, whose purge keeps
  * the mark, stop at the second free. Before the page's bit was asked on
@@ -733,13 +735,19 @@ static void *purged_take(void *arg) {
   return NULL;
 }
 
-static void purged_case(size_t size, int keep, bool idle, bool by_main) {
+/* Who frees the victim the second time. */
+typedef enum { PURGED_ADOPTER, PURGED_MAIN, PURGED_OWNER } purged_by_t;
+
+static void purged_case(size_t size, int keep, bool idle, purged_by_t by) {
   df_begin(size);
   purged_keep = keep;
   size_t n = purged_blocks(size);
   purged_all = calloc(n, sizeof *purged_all);
   if (purged_all == NULL) child_fail("calloc failed");
-  df_run_thread(purged_owner, NULL);
+  if (by == PURGED_OWNER)
+    purged_owner(NULL);
+  else
+    df_run_thread(purged_owner, NULL);
   purged_victim = purged_all[n / 2 / (size_t)keep * (size_t)keep + keep / 2];
   note_addr(purged_victim);
   if (idle)
@@ -748,10 +756,10 @@ static void purged_case(size_t size, int keep, bool idle, bool by_main) {
     malloc_trim(0);
   if (variant == V_RELEASE && purged_mark_word() != 0)
     child_fail("%p still carries its mark after the purge", purged_victim);
-  if (by_main)
-    xfree(purged_victim);
-  else
+  if (by == PURGED_ADOPTER)
     df_run_thread(purged_free_once, purged_victim);
+  else
+    xfree(purged_victim);
   pthread_t t[ROUTE_TAKERS];
   for (int i = 0; i < ROUTE_TAKERS; i++)
     if (pthread_create(&t[i], NULL, purged_take, NULL) != 0)
@@ -764,15 +772,18 @@ static void purged_case(size_t size, int keep, bool idle, bool by_main) {
 
 #define PURGED_TRIM_CASE(size, keep)                                           \
   static void case_purged_trim_##size##_##keep(void) {                         \
-    purged_case(size, keep, false, false);                                     \
+    purged_case(size, keep, false, PURGED_ADOPTER);                            \
   }
 #define PURGED_CASES(size, keep)                                               \
   PURGED_TRIM_CASE(size, keep)                                                 \
   static void case_purged_idle_##size##_##keep(void) {                         \
-    purged_case(size, keep, true, false);                                      \
+    purged_case(size, keep, true, PURGED_ADOPTER);                             \
   }                                                                            \
   static void case_purged_main_##size##_##keep(void) {                         \
-    purged_case(size, keep, false, true);                                      \
+    purged_case(size, keep, false, PURGED_MAIN);                               \
+  }                                                                            \
+  static void case_purged_owner_##size##_##keep(void) {                        \
+    purged_case(size, keep, false, PURGED_OWNER);                              \
   }
 PURGED_CASES(16, 1024)
 PURGED_TRIM_CASE(16, 2048)
@@ -1438,8 +1449,9 @@ static void random_order_after(const case_t *c, const char *notes);
  * thread that takes the owner's pooled heap, after malloc_trim and after
  * the idle purge (release only: secure and debug keep the mark through
  * the purge, so nothing tells the test when it ran; purge thread on, no
- * huge pages), and by main after malloc_trim; a second keep ratio of
- * each size after malloc_trim only. A page left with no block in
+ * huge pages), by main after malloc_trim, and by the owner itself after
+ * malloc_trim (its own pages); a second keep ratio of each size after
+ * malloc_trim only. A page left with no block in
  * use goes back to its segment: a free there finds no page and is an
  * invalid free (the debug library's blocks of 16 B take 64 B, so at 16 B
  * keeping every 2,048th its victim's page empties). */
@@ -1463,7 +1475,10 @@ static void random_order_after(const case_t *c, const char *notes);
                   "HZ_PURGE_THREAD=0"),                                        \
       PURGED_BOTH("double_free.purged.idle_" #size "_keep_" #keep,             \
                   case_purged_idle_##size##_##keep, REL,                       \
-                  "HZ_PURGE_THREAD=1 HZ_THP=0")
+                  "HZ_PURGE_THREAD=1 HZ_THP=0"),                               \
+      PURGED_CASE("double_free.purged.owner_" #size "_keep_" #keep,            \
+                  case_purged_owner_##size##_##keep, SEC | DBG | REL,          \
+                  "HZ_PURGE_THREAD=0")
 
 static const case_t cases[] = {
     {"double_free.immediate", case_df_immediate, SEC | DBG | REL, OUT_ABORT,

@@ -130,29 +130,13 @@ HZ_INLINE bool heap_free_on_purged_page(const hz_page_t *page,
          hz_page_free_now(page, hz_page_index(page, block));
 }
 
-/* The owner frees p on its page flagged HZ_PAGE_PURGED only: the fast
- * path's work and the page's bit, with no call. False: not this case, or
- * p is no block in use (the generic path reports it). */
-static bool heap_free_purged_own(hz_heap_t *heap, hz_page_t *page, void *p) {
-  if (hz_page_owner_word(page) != ((uintptr_t)heap | HZ_PAGE_PURGED))
-    return false;
-  uint32_t index = hz_page_index(page, p);
-  if (index >= page->capacity || hz_page_bit(page, index) ||
-      !hz_check_freeing_fast(p))
-    return false;
-  hz_bin_t *bin = &heap->bins[page->class_id];
-  hz_bin_put(heap, bin, bin->top, page, p);
-  return true;
-}
-
 /* Every free the fast path did not finish: a page of another heap, a page
  * with a flag (aligned or sampled blocks, purged free memory), a large
  * block, or a thread without a heap. That last case gets back the block it
  * must find a heap for (thread box); otherwise NULL, the free done. */
 hz_block_t *hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg,
                                  hz_page_t *page, void *p) {
-  if (heap_free_unsampled(heap, page, p) || heap_free_purged_own(heap, page, p))
-    return NULL;
+  if (heap_free_unsampled(heap, page, p)) return NULL;
   hz_heap_t *owner = hz_page_heap(page);
   if (owner == NULL) {
     heap_free_large(seg, p);
@@ -197,6 +181,30 @@ void hz_heap_free_remote_plain(hz_heap_t *heap, hz_page_t *page, void *p) {
     return;
   }
   heap_stash_entered(heap, page, p);
+}
+
+void hz_heap_free_purged(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
+                         void *p) {
+  bool own = hz_page_heap(page) == heap;
+  uint32_t index = hz_page_index(page, p);
+  if (HZ_UNLIKELY(index >= (own ? page->capacity : page->reserved))) {
+    hz_heap_free_generic(heap, seg, page, p); /* reports it */
+    return;
+  }
+  if (HZ_UNLIKELY(hz_page_free_now(page, index))) {
+    hz_heap_double_free(page, p); /* its mark may be gone: the bit tells */
+    return;
+  }
+  if (!own) {
+    hz_heap_free_remote_plain(heap, page, p);
+    return;
+  }
+  if (HZ_UNLIKELY(!hz_check_freeing_fast(p))) {
+    hz_heap_free_generic(heap, seg, page, p); /* marked: reports it */
+    return;
+  }
+  hz_bin_t *bin = &heap->bins[page->class_id];
+  hz_bin_put(heap, bin, bin->top, page, p);
 }
 
 /* The open run stops at p, which extends it: counted in, and a full list
