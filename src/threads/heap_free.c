@@ -1,9 +1,9 @@
 /* heap_free: the frees the inline fast path (fast.h) did not finish: a
  * block of another heap's page (into our stash, bound for its owner's
  * inbox), a page with a flag (aligned blocks, a retired page, sampled
- * blocks, free memory given back), a large block, and a thread without a heap (its block goes
- * back to the thread box, which finds it one). Pointers that name no
- * block are reported here. */
+ * blocks, free memory given back: hz_heap_free_purged), a large block, and
+ * a thread without a heap (its block goes back to the thread box, which
+ * finds it one). Pointers that name no block are reported here. */
 #include "heap_parts.h"
 #include "large.h"
 #include "prof.h"
