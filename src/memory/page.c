@@ -26,6 +26,7 @@ void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id) {
   page->cut_zeroed = 0;
   page->in_full = 0;
   page->emptied = 0;
+  page->purged = 0;
   page->next = page->prev = NULL;
 }
 
@@ -53,11 +54,14 @@ uint32_t hz_page_free_count(const hz_page_t *page) {
   return n;
 }
 
-static void discard_range(uint8_t *from, uint8_t *to, bool lazy) {
+/* True when some memory went back. */
+static bool discard_range(uint8_t *from, uint8_t *to, bool lazy) {
   size_t os_page = hz_os_page_size();
   uint8_t *a = (uint8_t *)HZ_ALIGN_UP((uintptr_t)from, os_page);
   uint8_t *b = (uint8_t *)((uintptr_t)to & ~(uintptr_t)(os_page - 1));
-  if (a < b) hz_os_discard(a, (size_t)(b - a), lazy);
+  if (a >= b) return false;
+  hz_os_discard(a, (size_t)(b - a), lazy);
+  return true;
 }
 
 /* The end of the run of free blocks from block `i` on (bits set). */
@@ -99,12 +103,22 @@ void hz_page_discard_free(hz_page_t *page, bool lazy) {
   for (uint32_t i = 0; i < page->capacity; i++) {
     if (!hz_page_bit(page, i)) continue;
     uint32_t end = HZ_SECURE ? i + 1 : page_free_run_end(page, i);
-    discard_range(start + (size_t)i * size + keep, start + (size_t)end * size,
-                  lazy);
+    bool gone = discard_range(start + (size_t)i * size + keep,
+                              start + (size_t)end * size, lazy);
     if (!HZ_SECURE && !lazy) page_unmark_run_ends(page, i, end);
+    if (!HZ_SECURE && gone && !page->purged) { /* marks went too */
+      page->purged = 1;
+      hz_page_set_flag(page, HZ_PAGE_PURGED, true);
+    }
     i = end;
   }
   if (!HZ_SECURE && !lazy) page->tally->marks_gone = true;
+}
+
+void hz_page_purged_refilled(hz_page_t *page) {
+  if (page->tally->used != page->capacity) return; /* free blocks left */
+  page->purged = 0;
+  hz_page_set_flag(page, HZ_PAGE_PURGED, false);
 }
 
 hz_block_t *hz_page_block_of(const hz_page_t *page, const void *p) {
@@ -145,5 +159,6 @@ void hz_page_check(const hz_page_t *page) {
   if (page->capacity % 64 != 0) /* no free bit past the carved blocks */
     HZ_ASSERT((page->tally->bits[words - 1] >> (page->capacity % 64)) == 0);
   HZ_ASSERT(page->tally->used + hz_page_free_count(page) == page->capacity);
+  HZ_ASSERT(page->purged == ((hz_page_flags(page) & HZ_PAGE_PURGED) != 0));
 }
 #endif

@@ -8,10 +8,12 @@
  * address first, so consecutive mallocs walk up through memory.
  *
  * Ownership: every field is touched only by the owning heap's thread (or a
- * collector holding that heap), with two exceptions: `owner` is read by
+ * collector holding that heap), with three exceptions: `owner` is read by
  * any thread freeing a block of the page (it is stable while any block is
- * live), and the descriptor is handed between heaps only through the
- * segment box, under its lock, while the page holds no live block.
+ * live); on a page flagged HZ_PAGE_PURGED, such a thread also reads the
+ * bit of its block (hz_page_free_now); and the descriptor is handed
+ * between heaps only through the segment box, under its lock, while the
+ * page holds no live block.
  *
  * Invariant (checked in debug builds):
  *   used + |free bits| == capacity <= reserved
@@ -64,7 +66,9 @@ typedef struct {
   /* No free block of the page holds a free mark: their memory was given
    * back (hz_page_discard_free) and none came back since. */
   bool marks_gone;
-  _Alignas(64) uint64_t bits[HZ_PAGE_BITMAP_WORDS]; /* bit i: block i free */
+  /* Bit i: block i free. Written by the owner with HZ_SHARED_SET: on a
+   * page flagged HZ_PAGE_PURGED, a freeing thread reads its block's bit. */
+  _Alignas(64) uint64_t bits[HZ_PAGE_BITMAP_WORDS];
 } hz_page_tally_t;
 
 struct hz_heap_s;
@@ -83,14 +87,33 @@ struct hz_heap_s;
  * heap): the free fast path's compare fails on it, and the descriptor's
  * `next` names the page's own (segment.h). */
 #define HZ_PAGE_INTERIOR  8u
+/* HZ_PAGE_PURGED (release): the memory of some of its free blocks was
+ * given back (hz_page_discard_free), so they read zeros and carry no free
+ * mark (check.h). A free of a block on such a page asks the page's bitmap
+ * whether the block is free there already (a double free): any free to
+ * the page takes the generic path while the flag is set. Set by the
+ * purge; cleared by the refill that leaves the page no free block (every
+ * block carved is handed out: hz_page_purged_refilled), and when the page
+ * is set up anew. */
+#define HZ_PAGE_PURGED    16u
 #define HZ_PAGE_FLAG_MASK ((uintptr_t)63)
 
 /* 64 bytes, so segment -> descriptor is a shift. */
 typedef struct hz_page_s {
   hz_page_tally_t *tally; /* its counts and bitmap (segment header) */
-  uint8_t emptied;    /* its heap's: an empty page kept in its class queue */
+  /* What a refill from the page has more to do, both bytes read at once
+   * (`refill_notes` nonzero): `emptied`, its heap's: an empty page kept in
+   * its class queue; `purged`: flagged HZ_PAGE_PURGED, set and cleared
+   * with the flag. */
+  union {
+    struct {
+      uint8_t emptied;
+      uint8_t purged;
+    };
+    uint16_t refill_notes;
+  };
   uint8_t cut_zeroed; /* segment's: cut from slices that read as zeros */
-  uint16_t unused16;
+  uint8_t unused8;
   uint32_t emptied_at; /* its heap's slow paths when it emptied */
   /* Owner heap | flags, 0 when the page is free. The free fast path
    * compares it with the current heap: equal means ours and no flag set. */
@@ -148,12 +171,12 @@ HZ_INLINE void **hz_page_take_free(hz_page_t *page, void **top, uint32_t n) {
           start + (size_t)(w * 64 + (uint32_t)__builtin_ctzll(word)) * size;
       word &= word - 1;
       if (--n == 0) {
-        bits[w] = word;
+        HZ_SHARED_SET(bits[w], word);
         page->tally->bits_from = (uint16_t)(word != 0 ? w : w + 1);
         return top;
       }
     }
-    bits[w] = 0;
+    HZ_SHARED_SET(bits[w], 0);
   }
 }
 
@@ -213,6 +236,17 @@ HZ_INLINE bool hz_page_bit(const hz_page_t *page, uint32_t index) {
   return (page->tally->bits[index / 64] >> (index % 64)) & 1;
 }
 
+/* Is block `index` (below `reserved`) free on its page? Any thread may ask,
+ * on a page flagged HZ_PAGE_PURGED; only its owner changes the bitmap. A
+ * block a program may free is one handed out to it: the refill that took
+ * it off its page, clearing its bit, happened before the program passed
+ * it on, so a set bit seen here is a block free on its page, freed again
+ * (no bit is set at or past `capacity`). */
+HZ_INLINE bool hz_page_free_now(const hz_page_t *page, uint32_t index) {
+  uint64_t word = HZ_SHARED_GET(page->tally->bits[index / 64]);
+  return (word >> (index % 64)) & 1;
+}
+
 /* Block `index` (carved, handed out) comes back: its bit is set. False,
  * nothing changed, when it is set already (a double free). The caller
  * lowers `used`. */
@@ -220,7 +254,7 @@ HZ_INLINE bool hz_page_put_index(hz_page_t *page, uint32_t index) {
   uint64_t bit = (uint64_t)1 << (index % 64);
   uint64_t *word = &page->tally->bits[index / 64];
   if (HZ_UNLIKELY(*word & bit)) return false;
-  *word |= bit;
+  HZ_SHARED_SET(*word, *word | bit);
   page->tally->marks_gone = false;
   if (index / 64 < page->tally->bits_from)
     page->tally->bits_from = (uint16_t)(index / 64);
@@ -243,7 +277,7 @@ HZ_INLINE bool hz_page_put_run(hz_page_t *page, uint32_t from, uint32_t to) {
   for (uint32_t w = from / 64; w <= to / 64; w++)
     if (HZ_UNLIKELY(bits[w] & hz_page_run_mask(w, from, to))) return false;
   for (uint32_t w = from / 64; w <= to / 64; w++)
-    bits[w] |= hz_page_run_mask(w, from, to);
+    HZ_SHARED_SET(bits[w], bits[w] | hz_page_run_mask(w, from, to));
   page->tally->marks_gone = false;
   if (from / 64 < page->tally->bits_from)
     page->tally->bits_from = (uint16_t)(from / 64);
@@ -275,11 +309,16 @@ HZ_INLINE bool hz_page_has_room(const hz_page_t *page) {
 /* Give back the memory of the page's free blocks (whole OS pages inside
  * runs of free blocks; the secure variants keep each block's first words,
  * its free mark) and of its part never carved into blocks, keeping the
- * page in use. Owner (or a collector holding the heap) only. Release,
- * giving back at once (not `lazy`): the marks of the free blocks left
- * resident at a run's ends go too, so none of the page's free blocks holds
- * one (marks_gone). */
+ * page in use. Owner (or a collector holding the heap) only. Release
+ * flags the page HZ_PAGE_PURGED when a free block's mark went with its
+ * memory; giving back at once (not `lazy`), it also takes the marks of the
+ * free blocks left resident at a run's ends, so none of the page's free
+ * blocks holds one (marks_gone). */
 void hz_page_discard_free(hz_page_t *page, bool lazy);
+/* A refill took blocks off a page flagged HZ_PAGE_PURGED and counted them
+ * in `used`: when no free block is left on it, none lacks its mark, and
+ * the flag goes. Owner only. */
+void hz_page_purged_refilled(hz_page_t *page);
 /* The block a pointer names among the page's first `limit` blocks (see
  * hz_page_is_block): p itself when it is a block start, the block around
  * it when p is where memalign handed that block out (check.h), NULL

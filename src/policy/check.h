@@ -98,7 +98,9 @@ HZ_INLINE void *hz_check_decode(const void *holder, const void *word) {
  * depot, a stash, an inbox and the page all keep a block's second word as
  * its free left it, so whichever route the first free took, the second
  * finds the mark. Not atomic: two threads freeing one block at the same
- * instant can both miss it.
+ * instant can both miss it. The purge takes the marks of the free blocks
+ * whose memory it gives back; their page is flagged (page.h,
+ * HZ_PAGE_PURGED) and a free there asks the page's bit first.
  * ------------------------------------------------------------------------- */
 HZ_INLINE uintptr_t hz_check_mark(const void *block) {
   return (uintptr_t)block ^ hz_check_secret.mark;

@@ -120,16 +120,22 @@ static HZ_NOINLINE HZ_HOT(4) void hz_fast_free_shared(hz_heap_t *heap,
  * a shared page's block its bin takes, and extends no run: another
  * thread's plain block, or a shared page's whose class refills from the
  * threads' pages (a young thread's block: no refill takes it from a bin
- * or the ladder), goes home through the stash; a flagged page, a free
- * page or a thread without a heap takes the slow path. */
+ * or the ladder), goes home through the stash; a page whose only flag
+ * says its free memory went back (the thread's own, another's or a shared
+ * one) asks the page's bit first (hz_heap_free_purged); any other flag, a
+ * free page or a thread without a heap takes the slow path. */
 static HZ_NOINLINE void hz_fast_free_foreign(hz_heap_t *heap,
                                              hz_segment_t *seg,
                                              hz_page_t *page, void *p,
                                              uintptr_t word) {
-  if ((word & HZ_PAGE_FLAG_MASK) != 0 || word == 0 || heap == &hz_heap_empty)
-    hz_thread_free_slow(p, heap, seg, page);
-  else
+  if ((word & HZ_PAGE_FLAG_MASK) != 0 || word == 0 || heap == &hz_heap_empty) {
+    if ((word & HZ_PAGE_FLAG_MASK) == HZ_PAGE_PURGED && heap != &hz_heap_empty)
+      hz_heap_free_purged(heap, seg, page, p);
+    else
+      hz_thread_free_slow(p, heap, seg, page);
+  } else {
     hz_heap_free_remote_plain(heap, page, p);
+  }
 }
 
 /* A pointer that is not ours is reported and never written to; on our own

@@ -771,6 +771,14 @@ HZ_INLINE hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls) {
   return page;
 }
 
+/* A refill took blocks off a page with notes: kept empty, it is in use
+ * again; purged (HZ_PAGE_PURGED), the flag goes once no free block is
+ * left on it. One test of both on every refill. */
+static HZ_NOINLINE void heap_refilled_noted(hz_heap_t *heap, hz_page_t *page) {
+  if (page->emptied) heap_unempty(heap, page);
+  if (page->purged) hz_page_purged_refilled(page);
+}
+
 /* Fill the empty bin of `cls` up to half way from one page (the one
  * heap_find_page chooses, which has room: at least one block), the lowest
  * address on top: malloc hands blocks out in address order, which
@@ -790,9 +798,9 @@ HZ_INLINE uint32_t heap_refill(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
   bin_hold_unmarked(bin, bin->top, unmarked);
   bin->top += taken;
   hz_bin_moved(bin, taken);
-  if (page->emptied) heap_unempty(heap, page);
   if (page->tally->used == 0) heap->busy_bytes += hz_page_area(page);
   HZ_SHARED_SET(page->tally->used, (uint16_t)(page->tally->used + taken));
+  if (HZ_UNLIKELY(page->refill_notes)) heap_refilled_noted(heap, page);
   hz_page_check(page);
   return taken;
 }

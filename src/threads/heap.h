@@ -254,6 +254,14 @@ void hz_heap_free_block(hz_heap_t *heap, hz_page_t *page,
 /* A block of another heap's page with no flag, freed by a thread with a
  * heap: checked against the blocks that fit, then into the stash. */
 void hz_heap_free_remote_plain(hz_heap_t *heap, hz_page_t *page, void *p);
+/* A free by a thread with a heap to a page whose only flag is
+ * HZ_PAGE_PURGED (its free blocks may have lost their marks): a block
+ * whose bit is set, free on its page already, is reported; the others go
+ * as on a page without the flag, onto the owner's bin or into the stash.
+ * A pointer that is no block of the page handed out, or a block that
+ * carries its mark, takes the generic path, which reports it. */
+void hz_heap_free_purged(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
+                         void *p);
 /* The same for p that looked like the block extending the stash's open run
  * (hz_heap_extends_run, read outside the heap's slow path: checked again
  * inside it): a compare and a few stores. */

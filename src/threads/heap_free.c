@@ -1,9 +1,9 @@
 /* heap_free: the frees the inline fast path (fast.h) did not finish: a
  * block of another heap's page (into our stash, bound for its owner's
  * inbox), a page with a flag (aligned blocks, a retired page, sampled
- * blocks), a large block, and a thread without a heap (its block goes
- * back to the thread box, which finds it one). Pointers that name no
- * block are reported here. */
+ * blocks, free memory given back: hz_heap_free_purged), a large block, and
+ * a thread without a heap (its block goes back to the thread box, which
+ * finds it one). Pointers that name no block are reported here. */
 #include "heap_parts.h"
 #include "large.h"
 #include "prof.h"
@@ -120,10 +120,20 @@ static bool heap_free_unsampled(hz_heap_t *heap, hz_page_t *page, void *p) {
   return true;
 }
 
+/* On a page whose free memory was given back (HZ_PAGE_PURGED), a free
+ * block may have lost its free mark with its memory: the page's bit tells
+ * whether `block` is free there already, freed twice. Asked before the
+ * mark is looked for and set, so a block found free is left as it was. */
+HZ_INLINE bool heap_free_on_purged_page(const hz_page_t *page,
+                                        const hz_block_t *block) {
+  return (hz_page_flags(page) & HZ_PAGE_PURGED) &&
+         hz_page_free_now(page, hz_page_index(page, block));
+}
+
 /* Every free the fast path did not finish: a page of another heap, a page
- * with a flag (aligned or sampled blocks), a large block, or a thread
- * without a heap. That last case gets back the block it must find a heap
- * for (thread box); otherwise NULL, the free done. */
+ * with a flag (aligned or sampled blocks, purged free memory), a large
+ * block, or a thread without a heap. That last case gets back the block it
+ * must find a heap for (thread box); otherwise NULL, the free done. */
 hz_block_t *hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg,
                                  hz_page_t *page, void *p) {
   if (heap_free_unsampled(heap, page, p)) return NULL;
@@ -134,7 +144,8 @@ hz_block_t *hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg,
   }
   hz_block_t *block = heap_block_to_free(page, p, owner == heap);
   if (block == NULL) return NULL;
-  if (HZ_UNLIKELY(hz_heap_page_is_retired(page))) {
+  if (HZ_UNLIKELY(hz_heap_page_is_retired(page)) ||
+      heap_free_on_purged_page(page, block)) {
     hz_heap_double_free(page, block);
     return NULL;
   }
@@ -170,6 +181,30 @@ void hz_heap_free_remote_plain(hz_heap_t *heap, hz_page_t *page, void *p) {
     return;
   }
   heap_stash_entered(heap, page, p);
+}
+
+void hz_heap_free_purged(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
+                         void *p) {
+  bool own = hz_page_heap(page) == heap;
+  uint32_t index = hz_page_index(page, p);
+  if (HZ_UNLIKELY(index >= (own ? page->capacity : page->reserved))) {
+    hz_heap_free_generic(heap, seg, page, p); /* reports it */
+    return;
+  }
+  if (HZ_UNLIKELY(hz_page_free_now(page, index))) {
+    hz_heap_double_free(page, p); /* its mark may be gone: the bit tells */
+    return;
+  }
+  if (!own) {
+    hz_heap_free_remote_plain(heap, page, p);
+    return;
+  }
+  if (HZ_UNLIKELY(!hz_check_freeing_fast(p))) {
+    hz_heap_free_generic(heap, seg, page, p); /* marked: reports it */
+    return;
+  }
+  hz_bin_t *bin = &heap->bins[page->class_id];
+  hz_bin_put(heap, bin, bin->top, page, p);
 }
 
 /* The open run stops at p, which extends it: counted in, and a full list
