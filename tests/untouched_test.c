@@ -13,11 +13,12 @@
  *     handed out, faulting when written;
  *   - reused: blocks of 64 bytes written and freed, their pages emptied
  *     and cut again, unpurged, for 32-byte blocks (whose starts include
- *     every 64-byte block's), and blocks freed and given back uncarved
- *     (malloc_trim empties the bins) and carved again, whose memory may
- *     hold old free marks: every block handed out is live (its free reports
- * nothing, the program writing only its first word), and none is handed out
- *     twice.
+ *     every 64-byte block's), and blocks freed into a bin that
+ *     malloc_trim empties, the page's last carved among them (were they
+ *     given back as never carved, they would be carved again with their
+ *     marks), whose memory may hold old free marks: every block handed out
+ *     is live (its free reports nothing, the program writing only its
+ *     first word), and none is handed out twice.
  * Every case ends with no error line on stderr. */
 #define _GNU_SOURCE
 #include <malloc.h>
@@ -123,9 +124,10 @@ static int case_reused(void) {
   /* first (while pages are cut from memory that reads as zeros), blocks of
    * a size not used before, freed into the bin highest address
    * first but for the lowest (which keeps its page in use): malloc_trim
-   * empties the bin, each going back uncarved, and gives back the memory
-   * past the page's last carved block but for the OS page that holds it;
-   * then they are carved again */
+   * empties the bin (the fresh blocks left in it go back uncarved, the
+   * freed ones, marked, onto the page) and gives back the memory past the
+   * page's last carved block but for the OS page that holds it; then they
+   * are taken again */
   for (int round = 0; round < 4; round++) {
     take_distinct(48, UNCARVED); /* fewer than fill a bin */
     for (int i = UNCARVED; i-- > 1;)

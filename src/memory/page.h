@@ -60,8 +60,8 @@ typedef struct {
   uint16_t used;      /* blocks handed out and not back (see above) */
   uint16_t bits_from; /* no free bit in the words below this one */
   /* No block past `capacity` holds a free mark: the page's memory read
-   * as zeros when it was cut (hz_page_t.cut_zeroed), and blocks carved
-   * again lost theirs (hz_page_uncarve). */
+   * as zeros when it was cut (hz_page_t.cut_zeroed), and only blocks that
+   * hold none are carved again (hz_page_uncarve). */
   bool tail_unmarked;
   /* No free block of the page holds a free mark: their memory was given
    * back (hz_page_discard_free) and none came back since. */
@@ -86,7 +86,7 @@ struct hz_heap_s;
 /* The whole owner word of a slice inside a page of several slices (no
  * heap): the free fast path's compare fails on it, and the descriptor's
  * `next` names the page's own (segment.h). */
-#define HZ_PAGE_INTERIOR  8u
+#define HZ_PAGE_INTERIOR 8u
 /* HZ_PAGE_PURGED (release): the memory of some of its free blocks was
  * given back (hz_page_discard_free), so they read zeros and carry no free
  * mark (check.h). A free of a block on such a page asks the page's bitmap
@@ -287,16 +287,15 @@ HZ_INLINE bool hz_page_put_run(hz_page_t *page, uint32_t from, uint32_t to) {
 /* A block coming back that is the last one carved is carved again later
  * instead of marked free, so memory a thread never wrote stays untouched
  * (bins give fresh blocks back highest address first). True if it was.
- * Blocks carved are handed out as fresh (hz_page_take): a block that may
- * hold its free mark (`marked`) loses it here, written where its free
- * wrote it. Not in the secure variants, whose fresh blocks come in random
- * order. */
-HZ_INLINE bool hz_page_uncarve(hz_page_t *page, void *block, bool marked) {
+ * Only blocks that hold no free mark come back so (a bin's below its
+ * fresh_end): blocks carved are handed out with nothing written into them
+ * (hz_page_take). Not in the secure variants, whose fresh blocks come in
+ * random order. */
+HZ_INLINE bool hz_page_uncarve(hz_page_t *page, const void *block) {
   if (HZ_SECURE || page->capacity == 0 ||
       (const uint8_t *)block !=
           hz_page_start(page) + (size_t)(page->capacity - 1) * page->block_size)
     return false;
-  if (marked) hz_check_clear_mark(block);
   HZ_SHARED_SET(page->capacity, page->capacity - 1);
   return true;
 }

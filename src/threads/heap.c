@@ -340,7 +340,7 @@ static HZ_NOINLINE void heap_send_home(hz_heap_t *heap, hz_page_t *page,
  * reported, and not counted again. */
 HZ_INLINE void page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block,
                         bool uncarve) {
-  if (!(uncarve && hz_page_uncarve(page, block, true)) &&
+  if (!(uncarve && hz_page_uncarve(page, block)) &&
       !hz_page_put_index(page, hz_page_index(page, block))) {
     hz_heap_double_free(page, block);
     return;
@@ -373,7 +373,7 @@ static size_t bin_capacity_of(const hz_bin_t *bin) {
  * mostly come from a few pages, in runs). The shared pages' blocks go into
  * out[] when it is given (how many is returned), else home. */
 static unsigned heap_put_blocks(hz_heap_t *heap, void *const *blocks, size_t n,
-                                bool uncarve, bool marked, void **out) {
+                                bool uncarve, void **out) {
   hz_page_t *page = NULL;
   uintptr_t start = 0, area = 0;
   uint32_t back = 0;
@@ -394,7 +394,7 @@ static unsigned heap_put_blocks(hz_heap_t *heap, void *const *blocks, size_t n,
         out[shared++] = block;
       else
         heap_send_home(heap, page, block);
-    } else if ((uncarve && hz_page_uncarve(page, block, marked)) ||
+    } else if ((uncarve && hz_page_uncarve(page, block)) ||
                hz_page_put_index(page, hz_page_index(page, block))) {
       back++;
     } else {
@@ -406,18 +406,18 @@ static unsigned heap_put_blocks(hz_heap_t *heap, void *const *blocks, size_t n,
 }
 
 /* The `n` oldest blocks of a bin leave it (see heap_put_blocks). Those
- * below fresh_end, which it never handed out, go back uncarved where they
- * can: they come highest address first, each the last carved, so memory
- * its thread never touched stays so; with `uncarve` the others too. */
+ * below fresh_end, which it never handed out and which hold no mark, go
+ * back uncarved where they can: they come highest address first, each the
+ * last carved, so memory its thread never touched stays so. */
 HZ_INLINE unsigned bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n,
-                             bool uncarve, void **out) {
+                             void **out) {
   if (n == 0) return 0; /* a shared heap's bins of other classes: none */
   size_t fresh = (size_t)(bin->fresh_end - bin->base);
   if (fresh > n) fresh = n;
   unsigned shared = 0;
   if (HZ_UNLIKELY(fresh != 0))
-    shared = heap_put_blocks(heap, bin->base, fresh, true, false, out);
-  shared += heap_put_blocks(heap, bin->base + fresh, n - fresh, uncarve, true,
+    shared = heap_put_blocks(heap, bin->base, fresh, true, out);
+  shared += heap_put_blocks(heap, bin->base + fresh, n - fresh, false,
                             out == NULL ? NULL : out + shared);
   size_t left = hz_bin_count(bin) - n;
   memmove(bin->base, bin->base + n, left * sizeof bin->base[0]);
@@ -431,15 +431,14 @@ HZ_INLINE unsigned bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n,
 
 /* Return the `n` oldest blocks of a bin to their pages. */
 void hz_heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n) {
-  bin_spill(heap, bin, n, false, NULL);
+  bin_spill(heap, bin, n, NULL);
 }
 
 /* Return every block of a bin, fresh ones it never handed out uncarved:
- * they come back highest address first, each the last carved, so a heap
- * given back whole writes nothing into memory its thread never touched
- * (10,000 exiting threads faulted in 700 MiB linking them). */
+ * a heap given back whole writes nothing into memory its thread never
+ * touched (10,000 exiting threads faulted in 700 MiB linking them). */
 void hz_heap_bin_empty(hz_heap_t *heap, hz_bin_t *bin) {
-  bin_spill(heap, bin, hz_bin_count(bin), true, NULL);
+  bin_spill(heap, bin, hz_bin_count(bin), NULL);
 }
 
 /* Publish the bin's counts of class `cls` for other threads to read, and
@@ -478,7 +477,7 @@ unsigned hz_heap_free_spilling(hz_heap_t *heap, hz_page_t *page, void *p,
   hz_bin_t *bin = &heap->bins[cls];
   unsigned shared = 0;
   if (bin->top == bin->limit)
-    shared = bin_spill(heap, bin, (bin_capacity_of(bin) + 1) / 2, false, out);
+    shared = bin_spill(heap, bin, (bin_capacity_of(bin) + 1) / 2, out);
   *bin->top++ = p;
   hz_heap_publish_counts(heap, cls, false);
   hz_heap_leave(heap);
