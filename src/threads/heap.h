@@ -209,6 +209,33 @@ extern HZ_TLS hz_heap_t *hz_heap_tls;
 
 HZ_INLINE hz_heap_t *hz_heap_current(void) { return hz_heap_tls; }
 
+/* While the owner is inside a slow path of its heap (hz_heap_enter to
+ * hz_heap_leave), the fast paths see the empty heap instead (hz_heap_tls)
+ * and the heap waits here: a signal handler's malloc or free that
+ * interrupted the slow path falls into the thread box's slow paths, never
+ * onto bins, a stash or pages the slow path has half changed. NULL
+ * otherwise. */
+extern HZ_TLS hz_heap_t *hz_heap_hidden;
+
+/* The calling thread is inside the allocator where a malloc or free must
+ * not go its usual way: it holds or waits for one of the allocator's locks,
+ * its heap (`heap`, what the fast path read) is inside a slow path, or
+ * inside the stash's (`busy` raised). Only a signal handler that
+ * interrupted the allocator finds this; its calls then take the routes that
+ * need no lock and leave the heap alone (hz_heap_free_inside, the thread
+ * box's, the large box's fresh mappings). */
+HZ_INLINE bool hz_heap_inside(const hz_heap_t *heap) {
+  return (hz_lock_depth != 0) | (hz_heap_hidden != NULL) |
+         (atomic_load_explicit(&heap->busy, memory_order_relaxed) != 0);
+}
+
+/* A free by a thread inside the allocator (hz_heap_inside): p, of the page
+ * `page` (its first slice's) of `seg`, checked and then sent where no lock
+ * and none of the thread's own heap is needed: a small block to its page's
+ * owner's inbox (as a thread without a heap frees), a large block's
+ * mapping straight back to the kernel. */
+void hz_heap_free_inside(hz_segment_t *seg, hz_page_t *page, void *p);
+
 /* A small block from the heap's bins and pages (refilling them), or NULL
  * when out of memory. */
 void *hz_heap_malloc_small(hz_heap_t *heap, size_t size);
