@@ -66,9 +66,14 @@ within "release, 16-1024 B random" "$(instr "$BUILD/libhakozuna.so" random 16 10
 # blocks refill and spill every few pairs: each refill reads its class's
 # route and counts the blocks it hands out from the thread's own pages (the
 # class decision's), each spill tells the shared pages' blocks from the
-# thread's own.
+# thread's own. A signal handler's calls inside the allocator (issue 77):
+# each slow path of a heap hides it from its thread's fast paths and shows
+# it again (a compare and a TLS store each way, 12 instructions with their
+# registers), and a malloc's slow path and a spill first test the thread's
+# count of locks held (3 and 4): 69.7 and 152.1 (0.13 malloc slow paths
+# and 0.10 spills a pair of big blocks); the fast paths are unchanged.
 within "release, 9000-32768 B random" "$(instr "$BUILD/libhakozuna.so" random 9000 32768)" 70
-within "release, 70000-200000 B random" "$(instr "$BUILD/libhakozuna.so" random 70000 200000)" 149
+within "release, 70000-200000 B random" "$(instr "$BUILD/libhakozuna.so" random 70000 200000)" 153
 # A shared page's block (every class shares with HZ_SHARED_PAGES=-1): its
 # free is not the thread's own, so it reads the class's route and proves
 # the block start against the blocks that fit its page out of line before

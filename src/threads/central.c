@@ -67,7 +67,7 @@ void hz_central_free_full(hz_heap_t *heap, hz_page_t *page, void *p) {
   /* A signal handler's free, the thread inside the allocator: no spill
    * (it may take locks the thread holds); p (marked) to its page's owner's
    * inbox, as a thread without a heap frees. */
-  if (HZ_UNLIKELY(hz_heap_inside(heap))) {
+  if (HZ_UNLIKELY(hz_lock_depth != 0)) { /* the fast path found the heap */
     hz_heap_free_orphan(page, p);
     return;
   }

@@ -209,24 +209,30 @@ extern HZ_TLS hz_heap_t *hz_heap_tls;
 
 HZ_INLINE hz_heap_t *hz_heap_current(void) { return hz_heap_tls; }
 
-/* While the owner is inside a slow path of its heap (hz_heap_enter to
- * hz_heap_leave), the fast paths see the empty heap instead (hz_heap_tls)
- * and the heap waits here: a signal handler's malloc or free that
+/* The heap bound to the calling thread (the thread box binds it with
+ * hz_heap_tls), NULL for a thread without one. While the owner is inside a
+ * slow path of its heap (hz_heap_enter to hz_heap_leave), hz_heap_tls is
+ * the empty heap instead: a signal handler's malloc or free that
  * interrupted the slow path falls into the thread box's slow paths, never
- * onto bins, a stash or pages the slow path has half changed. NULL
- * otherwise. */
-extern HZ_TLS hz_heap_t *hz_heap_hidden;
+ * onto bins, a stash or pages the slow path has half changed. */
+extern HZ_TLS hz_heap_t *hz_heap_own;
+
+/* The thread's heap is hidden inside a slow path: its fast paths, which
+ * read `heap` (hz_heap_tls), see the empty heap though it has one. */
+HZ_INLINE bool hz_heap_hidden(const hz_heap_t *heap) {
+  return heap == &hz_heap_empty && hz_heap_own != NULL;
+}
 
 /* The calling thread is inside the allocator where a malloc or free must
  * not go its usual way: it holds or waits for one of the allocator's locks,
- * its heap (`heap`, what the fast path read) is inside a slow path, or
- * inside the stash's (`busy` raised). Only a signal handler that
- * interrupted the allocator finds this; its calls then take the routes that
- * need no lock and leave the heap alone (hz_heap_free_inside, the thread
- * box's, the large box's fresh mappings). */
+ * or its heap (`heap`, what the fast path read) is inside a slow path. Only
+ * a signal handler that interrupted the allocator finds this; its calls
+ * then take the routes that need no lock and leave the heap alone
+ * (hz_heap_free_inside, the thread box's, the large box's fresh mappings).
+ * The slow paths ask for the lock count first, and for the heap hidden
+ * only where they find the empty heap. */
 HZ_INLINE bool hz_heap_inside(const hz_heap_t *heap) {
-  return (hz_lock_depth != 0) | (hz_heap_hidden != NULL) |
-         (atomic_load_explicit(&heap->busy, memory_order_relaxed) != 0);
+  return hz_lock_depth != 0 || hz_heap_hidden(heap);
 }
 
 /* A free by a thread inside the allocator (hz_heap_inside): p, of the page

@@ -47,24 +47,20 @@ HZ_INLINE void hz_heap_note_active(hz_heap_t *heap) {
 }
 
 /* The thread's own heap (the one its fast paths use) goes out of their
- * sight for a slow path, and back (hz_heap_hidden, heap.h): a handler that
+ * sight for a slow path, and back (hz_heap_own, heap.h): a handler that
  * interrupts the slow path sees the empty heap. Other heaps (a shared
  * pages' heap, one borrowed by a thread without its own) are out of sight
- * already. Two TLS stores each way, on slow paths only. */
+ * already. A compare and a TLS store each way, on slow paths only. */
 HZ_INLINE void hz_heap_hide(hz_heap_t *heap) {
-  if (heap != hz_heap_tls) return;
-  hz_heap_hidden = heap; /* first: never shown and not hidden */
-  atomic_signal_fence(memory_order_seq_cst);
-  hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
-  atomic_signal_fence(memory_order_seq_cst);
+  if (HZ_LIKELY(heap == hz_heap_tls)) /* before busy's store and fence */
+    hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
 }
 
 HZ_INLINE void hz_heap_show(hz_heap_t *heap) {
-  if (heap != hz_heap_hidden) return;
-  atomic_signal_fence(memory_order_seq_cst);
-  hz_heap_tls = heap;
-  atomic_signal_fence(memory_order_seq_cst);
-  hz_heap_hidden = NULL;
+  if (HZ_LIKELY(heap == hz_heap_own)) {
+    atomic_signal_fence(memory_order_seq_cst); /* after every change */
+    hz_heap_tls = heap;
+  }
 }
 
 /* The owner enters a slow path in full: hidden from its fast paths, busy,

@@ -524,6 +524,7 @@ static void thread_exit(void *value) {
   if (heap == NULL || heap != hz_heap_tls) return;
   hz_heap_park(heap);
   hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
+  hz_heap_own = NULL;
   pool_take();
   heap_pool_locked(heap);
   HZ_SHARED_ADD(heaps_live, -1);
@@ -606,6 +607,7 @@ static bool thread_bind(hz_heap_t *heap) {
     return false;
   }
   hz_heap_tls = heap;
+  hz_heap_own = heap;
   return true;
 }
 
@@ -661,7 +663,7 @@ hz_heap_t *hz_thread_attach_for_free(void) {
  * variants say so in one line and stop: malloc is not async-signal-safe. */
 static HZ_NOINLINE void thread_reentered(const hz_heap_t *heap) {
   hz_check_report("re-entered slow path",
-                  hz_heap_hidden != NULL ? hz_heap_hidden : heap,
+                  hz_heap_own != NULL ? hz_heap_own : heap,
                   "a lock or slow path of the allocator, held by the thread "
                   "a signal handler interrupted to call malloc or free; "
                   "malloc is not async-signal-safe");
@@ -713,9 +715,13 @@ void *hz_thread_large_alloc(size_t size, size_t align, bool zero) {
  * heaps give theirs back, one at a time, so the next ones need no new
  * segment. */
 void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap) {
-  if (HZ_UNLIKELY(hz_heap_inside(heap)))
+  if (HZ_UNLIKELY(hz_lock_depth != 0))
     return thread_malloc_inside(size, 0, false, heap);
-  if (heap->state == HZ_HEAP_EMPTY) return hz_thread_malloc_unattached(size);
+  if (heap->state == HZ_HEAP_EMPTY) {
+    if (HZ_UNLIKELY(hz_heap_hidden(heap)))
+      return thread_malloc_inside(size, 0, false, heap);
+    return hz_thread_malloc_unattached(size);
+  }
   hz_purge_tick();
   if (size > HZ_SMALL_MAX) return hz_thread_large_alloc(size, 0, false);
   uint64_t pages = heap->stats.pages_acquired;
