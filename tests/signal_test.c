@@ -178,7 +178,8 @@ static void handler(int sig) {
     if (z[k] != 0) fail("%s: calloc's byte %d is %d", what, k, z[k]);
   live_add(z, 300, what);
   unsigned char *a = xaligned(256, 200);
-  if (((uintptr_t)a & 255) != 0) fail("%s: aligned_alloc(256) gave %p", what, (void *)a);
+  if (((uintptr_t)a & 255) != 0)
+    fail("%s: aligned_alloc(256) gave %p", what, (void *)a);
   live_add(a, 200, what);
   unsigned char *r = xmalloc(40);
   if (r == NULL) fail("%s: malloc(40) returned NULL", what);
@@ -193,7 +194,9 @@ static void handler(int sig) {
   gift_small = gift_large = NULL;
   for (int i = live_count - 1; i >= others; i -= 2)
     live_free(i, what);
-  for (int i = others - 1; i >= first; i--) /* fills from past i: none 48 */
+  /* The 48-byte blocks, the last first: each place emptied takes the
+   * table's last entry, one of the others kept. */
+  for (int i = others - 1; i >= first; i--)
     live_free(i, what);
   atomic_fetch_add(&handled, 1);
   errno = saved;
@@ -211,8 +214,8 @@ static void after(void) {
   live_check_all(what);
   for (int round = 0; round < 2; round++) {
     for (int i = 0; i < 600; i++) {
-      size_t n = i % 50 == 0 ? (size_t)(100 + i) << 10
-                             : 16 + (size_t)(i * 53) % 3000;
+      size_t n =
+          i % 50 == 0 ? (size_t)(100 + i) << 10 : 16 + (size_t)(i * 53) % 3000;
       live_add(xmalloc(n), n, what);
     }
     live_check_all(what);
@@ -240,7 +243,8 @@ static void run_thread(void *(*body)(void *)) {
   pthread_join(t, NULL);
 }
 
-/* --- the heap pool --------------------------------------------------------- */
+/* --- the heap pool ---------------------------------------------------------
+ */
 static void *first_allocation(void *arg) {
   (void)arg;
   arm(HZ_LOCK_ID_POOL);
@@ -279,7 +283,8 @@ static void case_segment(void) {
   run_thread(first_page);
 }
 
-/* --- large blocks ------------------------------------------------------------ */
+/* --- large blocks ------------------------------------------------------------
+ */
 static void case_large_malloc(void) {
   xfree(xmalloc((size_t)2 << 20)); /* one mapping in the cache */
   arm(HZ_LOCK_ID_LARGE);
@@ -293,7 +298,8 @@ static void case_large_free(void) {
   xfree(p);
 }
 
-/* --- a crowded program's young threads (HZ_SHARED_PAGES=1) ----------------- */
+/* --- a crowded program's young threads (HZ_SHARED_PAGES=1) -----------------
+ */
 static pthread_mutex_t hold_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t hold_cond = PTHREAD_COND_INITIALIZER;
 static int holders_ready;
@@ -354,7 +360,8 @@ static void crowded(hz_lock_id_t id) {
 static void case_class_young(void) { crowded(HZ_LOCK_ID_CLASS); }
 static void case_make(void) { crowded(HZ_LOCK_ID_MAKE); }
 
-/* --- the shared pages' ladder (HZ_SHARED_PAGES=-1, HZ_CPU_CACHE=0) --------- */
+/* --- the shared pages' ladder (HZ_SHARED_PAGES=-1, HZ_CPU_CACHE=0) ---------
+ */
 /* The bin of 48-byte blocks runs empty again and refills from the class's
  * shared heap, under its lock. */
 static void case_class_refill(void) {
@@ -381,7 +388,8 @@ static void case_depot_take(void) {
   keep(300, 48);
 }
 
-/* --- malloc_trim: the caches' drain and the collection round --------------- */
+/* --- malloc_trim: the caches' drain and the collection round ---------------
+ */
 static void case_drain(void) {
   keep(300, 48);
   arm(HZ_LOCK_ID_DRAIN);
@@ -394,7 +402,8 @@ static void case_collect(void) {
   malloc_trim(0);
 }
 
-/* --- the guard (HZ_GUARD_SAMPLE=1: every small malloc while slots last) ---- */
+/* --- the guard (HZ_GUARD_SAMPLE=1: every small malloc while slots last) ----
+ */
 static void case_guard_malloc(void) {
   arm(HZ_LOCK_ID_GUARD);
   live_add(xmalloc(48), 48, "guarded malloc");
@@ -440,7 +449,7 @@ static void child(const case_t *c) {
   setrlimit(RLIMIT_CORE, &none);
   prctl(PR_SET_DUMPABLE, 0);
   alarm(60); /* a hang: killed (every case takes milliseconds here; the
-               * emulated arm64 machine of make test-arm64 is slower) */
+              * emulated arm64 machine of make test-arm64 is slower) */
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = handler;
@@ -481,13 +490,15 @@ static void evaluate(const case_t *c, bool release, const child_result_t *r) {
   bool ok;
   if (release) {
     ok = r->status == 0 && lines == 0 && fails == 0;
-    CHECK_MSG(ok, "%s: expected exit 0 and no line of the library's; got "
-                  "status %d, signal %d, %d lines",
+    CHECK_MSG(ok,
+              "%s: expected exit 0 and no line of the library's; got "
+              "status %d, signal %d, %d lines",
               c->name, r->status, r->signal, lines);
   } else {
     ok = r->signal == SIGABRT && lines == 1 && matching == 1 && fails == 0;
-    CHECK_MSG(ok, "%s: expected SIGABRT after one line \"%s...\"; got status "
-                  "%d, signal %d, %d lines (%d matching)",
+    CHECK_MSG(ok,
+              "%s: expected SIGABRT after one line \"%s...\"; got status "
+              "%d, signal %d, %d lines (%d matching)",
               c->name, REENTERED, r->status, r->signal, lines, matching);
   }
   printf("%-24s %s\n", c->name, ok ? "ok" : "FAIL");

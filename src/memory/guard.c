@@ -1,6 +1,7 @@
 /* guard: the guarded sample's pool, its slots and their stacks, the
  * canary, and the SIGSEGV handler that reports a fault in the pool (see
- * guard.h). */
+ * guard.h). A slot freed where the lock cannot be waited for (a signal
+ * handler's free) waits in a list the lock's next holder lines up. */
 #define _GNU_SOURCE
 #include "guard.h"
 
@@ -108,10 +109,9 @@ static void slot_wait(size_t i) {
   uint32_t head = atomic_load_explicit(&waiting, memory_order_relaxed);
   do
     slots[i].waiting_next = head;
-  while (!atomic_compare_exchange_weak_explicit(&waiting, &head,
-                                                (uint32_t)i + 1,
-                                                memory_order_release,
-                                                memory_order_relaxed));
+  while (!atomic_compare_exchange_weak_explicit(
+      &waiting, &head, (uint32_t)i + 1, memory_order_release,
+      memory_order_relaxed));
 }
 
 static bool slot_take(size_t *out) {

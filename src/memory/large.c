@@ -21,7 +21,9 @@
  * order they were freed, once the purge delay has passed and as far as
  * the program's large-block demand has fallen (see Demand below), or at a
  * cache miss over HZ_LARGE_DIRTY_KEEP. One mutex guards the cache; no
- * madvise, mmap or munmap runs under it. */
+ * madvise, mmap or munmap runs under it. A signal handler's malloc that
+ * interrupted the allocator takes none of this: a fresh mapping, made and
+ * given back without the lock ("Fresh mappings" below). */
 #include "large.h"
 
 #include <errno.h>
@@ -345,8 +347,8 @@ void *hz_large_alloc(size_t size, size_t align, bool zero) {
     if (zero && !seg->zeroed) memset((uint8_t *)seg + r.offset, 0, size);
     hz_stats_count_large_reuse();
   } else {
-    hz_large_purge_dirty_over(r.need > HZ_LARGE_DIRTY_KEEP ? r.need
-                                                           : HZ_LARGE_DIRTY_KEEP);
+    hz_large_purge_dirty_over(
+        r.need > HZ_LARGE_DIRTY_KEEP ? r.need : HZ_LARGE_DIRTY_KEEP);
     seg = map_region(mapping_size(r.need), r.map_align, r.offset);
     if (seg == NULL) {
       errno = ENOMEM;

@@ -24,12 +24,12 @@
 /* Which lock it is, for a test's hook (tests/signal_test.c). */
 typedef enum {
   HZ_LOCK_ID_OTHER,
-  HZ_LOCK_ID_POOL,    /* thread: the heap pool */
-  HZ_LOCK_ID_COLLECT, /* thread: one collection round at a time */
-  HZ_LOCK_ID_CLASS,   /* central: a shared pages' class heap */
-  HZ_LOCK_ID_MAKE,    /* central: the shared pages' heaps' mapping */
-  HZ_LOCK_ID_DEPOT,   /* cpu_cache: a class's depot */
-  HZ_LOCK_ID_DRAIN,   /* cpu_cache: one drain of the caches at a time */
+  HZ_LOCK_ID_POOL,     /* thread: the heap pool */
+  HZ_LOCK_ID_COLLECT,  /* thread: one collection round at a time */
+  HZ_LOCK_ID_CLASS,    /* central: a shared pages' class heap */
+  HZ_LOCK_ID_MAKE,     /* central: the shared pages' heaps' mapping */
+  HZ_LOCK_ID_DEPOT,    /* cpu_cache: a class's depot */
+  HZ_LOCK_ID_DRAIN,    /* cpu_cache: one drain of the caches at a time */
   HZ_LOCK_ID_SEGMENTS, /* segment: the process's segments */
   HZ_LOCK_ID_SEGMENT,  /* segment: one segment's slices */
   HZ_LOCK_ID_LARGE,    /* large: the cache of mappings */
@@ -44,7 +44,7 @@ typedef struct {
   uint8_t id;     /* hz_lock_id_t */
 } hz_lock_t;
 
-#define HZ_LOCK_INIT(id)                                                     \
+#define HZ_LOCK_INIT(id)                                                       \
   { PTHREAD_MUTEX_INITIALIZER, 0, (id) }
 
 /* The locks the calling thread holds or waits for (defined by the os box:

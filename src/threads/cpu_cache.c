@@ -351,7 +351,8 @@ typedef struct {
 } depot_t;
 
 static depot_t depots[HZ_CPU_CLASSES];
-static hz_lock_t drain_lock = HZ_LOCK_INIT(HZ_LOCK_ID_DRAIN); /* one drain at a time */
+/* One drain at a time. */
+static hz_lock_t drain_lock = HZ_LOCK_INIT(HZ_LOCK_ID_DRAIN);
 
 static struct {
   uint64_t cache_gives, cache_takes, depot_puts, depot_takes, drains;

@@ -1,5 +1,7 @@
 /* thread: process start-up, heap <-> thread binding, the heap pool, fork
- * handling, collection of idle heaps and the purge thread.
+ * handling, collection of idle heaps and the purge thread, and the routes
+ * of a malloc or free that finds its thread inside the allocator (a signal
+ * handler's: "Inside the allocator" below).
  *
  * Start-up uses only the os and options boxes. pthread_key_create,
  * pthread_atfork and pthread_setspecific are called only once the calling
@@ -679,8 +681,7 @@ static HZ_NOINLINE void *thread_malloc_inside(size_t size, size_t align,
 static bool thread_free_far(void *p, hz_segment_t **seg, hz_page_t **page);
 
 static HZ_NOINLINE void thread_free_inside(void *p, const hz_heap_t *heap,
-                                           hz_segment_t *seg,
-                                           hz_page_t *page) {
+                                           hz_segment_t *seg, hz_page_t *page) {
   if (HZ_SECURE) thread_reentered(heap);
   if (seg == NULL && !thread_free_far(p, &seg, &page)) return;
   hz_heap_free_inside(seg, hz_segment_page_first(page), p);
