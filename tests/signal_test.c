@@ -17,7 +17,7 @@
  * the 15 release children waited for themselves on the lock (killed by
  * their alarm; the drain and the collection round are no lock a malloc
  * waits for), and the secure and debug ones stopped only where the handler
- * entered its heap's slow path or met the pool lock (7 of 15), the others
+ * entered its heap's slow path or met the pool lock (6 of 15), the others
  * waiting for themselves or going on without a word.
  *
  * The cases, by lock: the heap pool (a thread's first allocation, its
