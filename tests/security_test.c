@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "lock.h" /* the library's: which lock the hook is called at */
 
 /* Exported by the library: C++ sized delete and C23 free_sized. */
 extern void _ZdlPvm(void *p, size_t n) __attribute__((weak));
@@ -1225,17 +1226,16 @@ static void case_signal_reentry(void) {
 /* A signal handler that allocates, interrupting a new thread's first
  * allocation or its exit, which take the heap pool's lock: the secure
  * variants stop with one line (before, the thread waited for itself on
- * the lock forever). The library calls this hook with the pool lock held
- * (secure variants; the executable exports it, tests/CMakeLists.txt), and
- * a thread that armed it raises the signal there: the handler lands inside
- * the locked region every time. Sending signals until one landed there by
- * chance took 1 to 14 s alone and failed 5 runs of 5 after 120 s beside
- * two busy loops. */
+ * the lock forever; release serves it: tests/signal_test.c). The library
+ * calls this hook with each of its locks just taken (the executable
+ * exports it, tests/CMakeLists.txt), and a thread that armed it raises the
+ * signal at the pool lock: the handler lands inside the locked region
+ * every time. Sending signals until one landed there by chance took 1 to
+ * 14 s alone and failed 5 runs of 5 after 120 s beside two busy loops. */
 static _Thread_local bool raise_in_pool;
 
-void hz_test_pool_locked(void);
-void hz_test_pool_locked(void) {
-  if (!raise_in_pool) return;
+void hz_test_lock_taken(unsigned id) {
+  if (!raise_in_pool || id != HZ_LOCK_ID_POOL) return;
   raise_in_pool = false;
   raise(SIGUSR1); /* delivered before raise returns */
 }
@@ -1262,7 +1262,7 @@ static void signal_in_pool(void *(*body)(void *)) {
   if (pthread_create(&t, NULL, body, NULL) != 0) child_fail("pthread_create");
   pthread_join(t, NULL);
   child_fail("no signal landed with the pool lock held: is "
-             "hz_test_pool_locked exported by the test and called?");
+             "hz_test_lock_taken exported by the test and called?");
 }
 
 static void case_signal_first_allocation(void) {

@@ -1,6 +1,7 @@
 /* guard: the guarded sample's pool, its slots and their stacks, the
  * canary, and the SIGSEGV handler that reports a fault in the pool (see
- * guard.h). */
+ * guard.h). A slot freed where the lock cannot be waited for (a signal
+ * handler's free) waits in a list the lock's next holder lines up. */
 #define _GNU_SOURCE
 #include "guard.h"
 
@@ -38,6 +39,7 @@ typedef struct {
   uint32_t state;
   pid_t alloc_tid, free_tid;
   uint32_t alloc_depth, free_depth;
+  uint32_t waiting_next; /* the next waiting slot's index + 1, 0: none */
   void *alloc_frames[GUARD_DEPTH];
   void *free_frames[GUARD_DEPTH];
 } guard_slot_t;
@@ -55,7 +57,12 @@ static double mean_gap;
 static guard_slot_t *slots;
 /* Free slots in the order they were freed: the oldest is taken first. */
 static uint32_t *line, line_head, line_len;
-static hz_lock_t guard_lock = HZ_LOCK_INIT;
+static hz_lock_t guard_lock = HZ_LOCK_INIT(HZ_LOCK_ID_GUARD);
+/* Slots freed while the lock could not be waited for (a signal handler's
+ * free, whose thread may hold it), waiting to join the line: their indexes
+ * + 1, linked by waiting_next, pushed with a CAS and taken whole under the
+ * lock. */
+static _Atomic uint32_t waiting;
 static bool handler_installed;
 static struct sigaction previous;    /* the handler before ours */
 static uintptr_t own_start, own_end; /* our code, left out of stacks */
@@ -83,8 +90,33 @@ static size_t slot_at(uintptr_t a) {
   return off % stride < slot_bytes ? off / stride : SIZE_MAX;
 }
 
+static void line_append_locked(size_t i) {
+  line[(line_head + line_len) % slot_count] = (uint32_t)i;
+  line_len++;
+  HZ_SHARED_ADD(counts.in_use, -1);
+}
+
+static void waiting_join_locked(void) {
+  uint32_t at = atomic_exchange_explicit(&waiting, 0, memory_order_acquire);
+  while (at != 0) {
+    uint32_t next = slots[at - 1].waiting_next;
+    line_append_locked(at - 1);
+    at = next;
+  }
+}
+
+static void slot_wait(size_t i) {
+  uint32_t head = atomic_load_explicit(&waiting, memory_order_relaxed);
+  do
+    slots[i].waiting_next = head;
+  while (!atomic_compare_exchange_weak_explicit(
+      &waiting, &head, (uint32_t)i + 1, memory_order_release,
+      memory_order_relaxed));
+}
+
 static bool slot_take(size_t *out) {
   hz_lock(&guard_lock);
+  waiting_join_locked();
   bool any = line_len > 0;
   if (any) {
     *out = line[line_head];
@@ -97,11 +129,17 @@ static bool slot_take(size_t *out) {
   return any;
 }
 
+/* A thread holding one of the allocator's locks (a signal handler's free
+ * that interrupted it, maybe with this one held) never waits for it. */
 static void slot_put(size_t i) {
-  hz_lock(&guard_lock);
-  line[(line_head + line_len) % slot_count] = (uint32_t)i;
-  line_len++;
-  HZ_SHARED_ADD(counts.in_use, -1);
+  if (hz_lock_depth == 0) {
+    hz_lock(&guard_lock);
+  } else if (!hz_lock_try(&guard_lock)) {
+    slot_wait(i);
+    return;
+  }
+  waiting_join_locked();
+  line_append_locked(i);
   hz_unlock(&guard_lock);
 }
 

@@ -21,7 +21,9 @@
  * order they were freed, once the purge delay has passed and as far as
  * the program's large-block demand has fallen (see Demand below), or at a
  * cache miss over HZ_LARGE_DIRTY_KEEP. One mutex guards the cache; no
- * madvise, mmap or munmap runs under it. */
+ * madvise, mmap or munmap runs under it. A signal handler's malloc that
+ * interrupted the allocator takes none of this: a fresh mapping, made and
+ * given back without the lock ("Fresh mappings" below). */
 #include "large.h"
 
 #include <errno.h>
@@ -39,13 +41,14 @@
 #define LARGE_CLASS_COUNT     ((64 - LARGE_CLASS_MIN_SHIFT) * 4)
 #define LARGE_BORROW          3 /* classes below a request's: grown */
 #define LARGE_BORROW_UP       8 /* classes above: two powers of two */
+#define LARGE_CACHED_MIN      ((size_t)1 << LARGE_CLASS_MIN_SHIFT)
 
 typedef struct {
   hz_segment_t *newest; /* linked by next (towards older) / prev */
   hz_segment_t *oldest;
 } large_list_t;
 
-static hz_lock_t large_lock = HZ_LOCK_INIT;
+static hz_lock_t large_lock = HZ_LOCK_INIT(HZ_LOCK_ID_LARGE);
 static large_list_t large_cache[LARGE_CLASS_COUNT];
 static size_t large_cached_bytes, large_cached_count;
 static size_t large_dirty_bytes; /* cached and not yet purged */
@@ -302,35 +305,29 @@ static size_t mapping_size(size_t need) {
   return HZ_ALIGN_UP(need, step);
 }
 
-void *hz_large_alloc(size_t size, size_t align, bool zero) {
+/* A request's mapping: its block's offset, its alignment and the bytes it
+ * needs; false (errno = ENOMEM) when no mapping can hold it. */
+typedef struct {
+  size_t offset, map_align, need;
+} large_request_t;
+
+static bool large_request(size_t size, size_t align, large_request_t *r) {
   size_t page = hz_os_page_size();
   if (align < HZ_MIN_ALIGN) align = HZ_MIN_ALIGN;
-  size_t offset = block_offset(align);
-  size_t map_align = align <= HZ_SEGMENT_SIZE ? HZ_SEGMENT_SIZE : align;
+  r->offset = block_offset(align);
+  r->map_align = align <= HZ_SEGMENT_SIZE ? HZ_SEGMENT_SIZE : align;
   if (size > HZ_REQUEST_MAX || align > ((size_t)1 << 40) ||
-      size > HZ_REQUEST_MAX - offset - page - map_align) {
+      size > HZ_REQUEST_MAX - r->offset - page - r->map_align) {
     errno = ENOMEM;
-    return NULL;
+    return false;
   }
-  size_t need = HZ_ALIGN_UP(offset + size, page) + HZ_GUARD_SIZE;
-  hz_segment_t *seg = NULL;
-  if (align <= HZ_SEGMENT_SIZE && need <= cache_cap()) seg = cache_reuse(need);
-  uint8_t *block;
-  if (seg != NULL) {
-    block = (uint8_t *)seg + offset;
-    if (zero && !seg->zeroed) memset(block, 0, size);
-    hz_stats_count_large_reuse();
-  } else {
-    hz_large_purge_dirty_over(need > HZ_LARGE_DIRTY_KEEP ? need
-                                                         : HZ_LARGE_DIRTY_KEEP);
-    seg = map_region(mapping_size(need), map_align, offset);
-    if (seg == NULL) {
-      errno = ENOMEM;
-      return NULL;
-    }
-    demand_take_locked(seg, 0);
-    block = (uint8_t *)seg + offset;
-  }
+  r->need = HZ_ALIGN_UP(r->offset + size, page) + HZ_GUARD_SIZE;
+  return true;
+}
+
+/* The block of a mapping just taken or made goes out. */
+static void *large_hand_out(hz_segment_t *seg, size_t offset, size_t size) {
+  uint8_t *block = (uint8_t *)seg + offset;
   seg->zeroed = 0;
   seg->dirty_slices = 0;
   seg->used_pages = 1;
@@ -338,6 +335,96 @@ void *hz_large_alloc(size_t size, size_t align, bool zero) {
   hz_page_set_start(&seg->pages[0], block);
   hz_stats_count_large_alloc(seg->map_size);
   return block;
+}
+
+void *hz_large_alloc(size_t size, size_t align, bool zero) {
+  large_request_t r;
+  if (!large_request(size, align, &r)) return NULL;
+  hz_segment_t *seg = NULL;
+  if (align <= HZ_SEGMENT_SIZE && r.need <= cache_cap())
+    seg = cache_reuse(r.need);
+  if (seg != NULL) {
+    if (zero && !seg->zeroed) memset((uint8_t *)seg + r.offset, 0, size);
+    hz_stats_count_large_reuse();
+  } else {
+    hz_large_purge_dirty_over(
+        r.need > HZ_LARGE_DIRTY_KEEP ? r.need : HZ_LARGE_DIRTY_KEEP);
+    seg = map_region(mapping_size(r.need), r.map_align, r.offset);
+    if (seg == NULL) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    demand_take_locked(seg, 0);
+  }
+  return large_hand_out(seg, r.offset, size);
+}
+
+/* ---------------------------------------------------------------------------
+ * Fresh mappings, without the lock
+ * ------------------------------------------------------------------------- */
+/* A request that fits FRESH_SIZE (most: a signal handler's small blocks)
+ * gets a mapping of FRESH_SIZE bytes, and such a mapping once freed waits
+ * in one of FRESH_KEEP slots for the next (an exchange or a compare and
+ * swap on the slot, no lock, no list to go wrong under a signal): a
+ * handler landing in every malloc of a young thread (each under its
+ * class's lock) would otherwise map and unmap twice for each of its calls.
+ * malloc_trim unmaps those waiting. */
+#define FRESH_SIZE ((size_t)64 << 10)
+#define FRESH_KEEP 64
+static _Atomic(hz_segment_t *) fresh_kept[FRESH_KEEP];
+
+static hz_segment_t *fresh_take(void) {
+  for (size_t i = 0; i < FRESH_KEEP; i++) {
+    if (atomic_load_explicit(&fresh_kept[i], memory_order_relaxed) == NULL)
+      continue;
+    hz_segment_t *seg =
+        atomic_exchange_explicit(&fresh_kept[i], NULL, memory_order_acquire);
+    if (seg != NULL) return seg;
+  }
+  return NULL;
+}
+
+/* Unmapped if it cannot wait (or is not of the size that waits). */
+static void fresh_give(hz_segment_t *seg) {
+  for (size_t i = 0; seg->map_size == FRESH_SIZE && i < FRESH_KEEP; i++) {
+    hz_segment_t *none = NULL;
+    if (atomic_compare_exchange_strong_explicit(&fresh_kept[i], &none, seg,
+                                                memory_order_release,
+                                                memory_order_relaxed))
+      return;
+  }
+  unmap_region(seg);
+}
+
+static void fresh_unmap_kept(void) {
+  for (size_t i = 0; i < FRESH_KEEP; i++) {
+    hz_segment_t *seg =
+        atomic_exchange_explicit(&fresh_kept[i], NULL, memory_order_acquire);
+    if (seg != NULL) unmap_region(seg);
+  }
+}
+
+void *hz_large_alloc_fresh(size_t size, size_t align, bool zero) {
+  large_request_t r;
+  if (!large_request(size, align, &r)) return NULL;
+  bool fits = r.need <= FRESH_SIZE && r.map_align == HZ_SEGMENT_SIZE;
+  hz_segment_t *seg = fits ? fresh_take() : NULL;
+  if (seg != NULL) {
+    if (zero) memset((uint8_t *)seg + r.offset, 0, size);
+  } else {
+    seg = map_region(fits ? FRESH_SIZE : r.need, r.map_align, r.offset);
+    if (seg == NULL) {
+      errno = ENOMEM;
+      return NULL;
+    }
+  }
+  return large_hand_out(seg, r.offset, size);
+}
+
+void hz_large_free_unmap(hz_segment_t *seg) {
+  hz_stats_count_large_free(seg->map_size);
+  seg->used_pages = 0;
+  fresh_give(seg);
 }
 
 int hz_large_owns(const hz_segment_t *seg, const void *p) {
@@ -372,6 +459,12 @@ void hz_large_free(hz_segment_t *seg) {
   seg->used_pages = 0;
   if (seg->map_size > cache_cap()) {
     unmap_region(seg);
+    return;
+  }
+  /* A fresh mapping a small request got (below the smallest large block:
+   * hz_large_alloc_fresh): it waits for the next such, or goes. */
+  if (seg->map_size < LARGE_CACHED_MIN) {
+    fresh_give(seg);
     return;
   }
   /* A zero delay purges at once, before other threads can see it. */
@@ -455,6 +548,7 @@ void *hz_large_realloc(hz_segment_t *seg, void *p, size_t size) {
  * Purge
  * ------------------------------------------------------------------------- */
 void hz_large_unmap_cached(void) {
+  fresh_unmap_kept();
   hz_lock(&large_lock);
   hz_segment_t *victims = cache_evict(0, 0);
   publish_next_due();

@@ -15,7 +15,17 @@
  * possibly 0 for the default), zeroed when `zero`; NULL with
  * errno = ENOMEM on failure. */
 void *hz_large_alloc(size_t size, size_t align, bool zero);
+/* The same without a lock, for any size (a signal handler's malloc that
+ * interrupted the allocator inside a lock or a slow path: thread box): a
+ * mapping of its own, never the cache's; for a small request one of 64 KiB
+ * that such a request freed before, if one waits. Freed as any large block,
+ * such a small one waits for the next (up to 64 of them), or goes back to
+ * the kernel; it never joins the cache. */
+void *hz_large_alloc_fresh(size_t size, size_t align, bool zero);
 void hz_large_free(hz_segment_t *seg);
+/* The same without a lock: the mapping waits as above, or goes back to the
+ * kernel, never into the cache. */
+void hz_large_free_unmap(hz_segment_t *seg);
 size_t hz_large_usable_size(const hz_segment_t *seg, const void *p);
 /* True if p is the live block of this large segment. */
 int hz_large_owns(const hz_segment_t *seg, const void *p);

@@ -38,7 +38,7 @@ _Static_assert(sizeof(hz_segment_t) <= HZ_SEGMENT_META_SIZE,
 _Static_assert(offsetof(hz_segment_t, tallies) <= HZ_LARGE_META_SIZE,
                "a large block's header holds all but the bitmaps");
 
-static hz_lock_t segment_lock = HZ_LOCK_INIT;
+static hz_lock_t segment_lock = HZ_LOCK_INIT(HZ_LOCK_ID_SEGMENTS);
 static hz_segment_t *segment_cache; /* empty segments, newest first */
 static size_t segment_cache_count;
 static hz_segment_t *segment_all; /* every segment of pages, by all_next */
@@ -156,7 +156,7 @@ static void segment_format(hz_segment_t *seg, bool mapped) {
   seg->page_shift = HZ_SLICE_SHIFT;
   seg->mapped = mapped;
   seg->map_size = HZ_SEGMENT_SIZE;
-  hz_lock_reinit(&seg->lock);
+  hz_lock_init(&seg->lock, HZ_LOCK_ID_SEGMENT);
 }
 
 /* A segment mapped on its own when the arena has none left. */

@@ -30,7 +30,8 @@
 bool hz_prof_active;
 
 /* Adaptive: held briefly by many threads, it spins before it sleeps. */
-static hz_lock_t prof_lock = {PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP, 0};
+static hz_lock_t prof_lock = {PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP, 0,
+                              HZ_LOCK_ID_PROF};
 static double sample_mean;        /* HZ_PROF_SAMPLE, bytes */
 static double live_bytes;         /* estimated, under prof_lock */
 static double next_growth_dump;   /* live_bytes that triggers one */

@@ -261,8 +261,10 @@ HZ_EXPORT void *hz_realloc(void *ptr, size_t size) {
     return NULL;
   }
   if (HZ_CANARY) return api_realloc_copy(ptr, size, known);
-  /* Large to large: resize the mapping, no copy. */
-  if (b.cls == 0 && !b.guarded && size > HZ_SMALL_MAX) {
+  /* Large to large: resize the mapping, no copy (not inside the
+   * allocator, hz_heap_inside: it takes the large box's lock). */
+  if (b.cls == 0 && !b.guarded && size > HZ_SMALL_MAX &&
+      !hz_heap_inside(hz_heap_current())) {
     void *moved = hz_large_realloc(hz_segment_base(ptr), ptr, size);
     if (HZ_UNLIKELY(hz_prof_active) && moved != NULL)
       hz_prof_moved(ptr, moved, size);
@@ -319,7 +321,10 @@ static void *api_memalign(size_t alignment, size_t size) {
     errno = alignment > HZ_REQUEST_MAX + 1 ? EINVAL : ENOMEM;
     return NULL;
   }
-  if (size + alignment - HZ_MIN_ALIGN <= HZ_SMALL_MAX)
+  /* Inside the allocator (hz_heap_inside) the large box's route serves
+   * every size: a small block would come from there anyway. */
+  if (size + alignment - HZ_MIN_ALIGN <= HZ_SMALL_MAX &&
+      !hz_heap_inside(hz_heap_current()))
     return api_aligned_small(alignment, size);
   return hz_thread_large_alloc(size, alignment, false);
 }

@@ -1,4 +1,5 @@
-/* os: mmap/munmap/madvise, page size, environment and stderr output.
+/* os: mmap/munmap/madvise, page size, environment and stderr output, and
+ * the per-thread count of locks held (lock.h's: base has no object).
  * Invariant: nothing here allocates through libc, so it is safe to call
  * from inside malloc before any heap exists. */
 #define _GNU_SOURCE
@@ -21,6 +22,9 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "lock.h"
+
+HZ_TLS unsigned hz_lock_depth;
 
 /* Fault injection (test builds only, HZ_FAULT_INJECTION): the n-th call
  * of mmap, mremap or madvise fails with ENOMEM, and with `from_then_on`

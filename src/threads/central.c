@@ -18,7 +18,7 @@ uint8_t hz_central_route[HZ_CLASS_COUNT];
 static uint64_t class_turns;
 
 static hz_heap_t *central; /* HZ_CENTRAL_CLASSES heaps, by class */
-static hz_lock_t make_lock = HZ_LOCK_INIT;
+static hz_lock_t make_lock = HZ_LOCK_INIT(HZ_LOCK_ID_MAKE);
 static hz_lock_t class_lock[HZ_CENTRAL_CLASSES];
 static bool class_made[HZ_CENTRAL_CLASSES]; /* under the class's lock */
 
@@ -64,6 +64,13 @@ _Static_assert(HZ_BIN_SLOTS / 2 <= HZ_CPU_BATCH,
                "a bin's spill is one batch for the ladder");
 
 void hz_central_free_full(hz_heap_t *heap, hz_page_t *page, void *p) {
+  /* A signal handler's free, the thread inside the allocator: no spill
+   * (it may take locks the thread holds); p (marked) to its page's owner's
+   * inbox, as a thread without a heap frees. */
+  if (HZ_UNLIKELY(hz_lock_depth != 0)) { /* the fast path found the heap */
+    hz_heap_free_orphan(page, p);
+    return;
+  }
   uint8_t cls = page->class_id; /* the page may go with the spill */
   void *spilled[HZ_BIN_SLOTS / 2];
   unsigned n = hz_heap_free_spilling(heap, page, p, spilled);
@@ -104,7 +111,7 @@ static bool central_make(void) {
   bool mine = central == NULL;
   if (mine) {
     for (int c = 0; c < HZ_CENTRAL_CLASSES; c++)
-      hz_lock_reinit(&class_lock[c]);
+      hz_lock_init(&class_lock[c], HZ_LOCK_ID_CLASS);
     hz_heap_set_shared_range(heaps, span);
     __atomic_store_n(&central, heaps, __ATOMIC_RELEASE);
   }

@@ -351,7 +351,8 @@ typedef struct {
 } depot_t;
 
 static depot_t depots[HZ_CPU_CLASSES];
-static hz_lock_t drain_lock = HZ_LOCK_INIT; /* one drain at a time */
+/* One drain at a time. */
+static hz_lock_t drain_lock = HZ_LOCK_INIT(HZ_LOCK_ID_DRAIN);
 
 static struct {
   uint64_t cache_gives, cache_takes, depot_puts, depot_takes, drains;
@@ -435,7 +436,7 @@ static bool rseq_usable(void) {
 
 void hz_cpu_cache_init(bool allowed) {
   for (int c = 0; c < HZ_CPU_CLASSES; c++)
-    hz_lock_reinit(&depots[c].lock);
+    hz_lock_init(&depots[c].lock, HZ_LOCK_ID_DEPOT);
 #if defined(__SANITIZE_THREAD__)
   return; /* ThreadSanitizer cannot see what a section reads and writes */
 #endif

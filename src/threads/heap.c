@@ -40,6 +40,7 @@ void hz_heap_set_shared_range(const void *base, size_t span) {
 }
 
 HZ_TLS hz_heap_t *hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
+HZ_TLS hz_heap_t *hz_heap_own;
 
 /* ---------------------------------------------------------------------------
  * Page queues

@@ -214,6 +214,39 @@ extern HZ_TLS hz_heap_t *hz_heap_tls;
 
 HZ_INLINE hz_heap_t *hz_heap_current(void) { return hz_heap_tls; }
 
+/* The heap bound to the calling thread (the thread box binds it with
+ * hz_heap_tls), NULL for a thread without one. While the owner is inside a
+ * slow path of its heap (hz_heap_enter to hz_heap_leave), hz_heap_tls is
+ * the empty heap instead: a signal handler's malloc or free that
+ * interrupted the slow path falls into the thread box's slow paths, never
+ * onto bins, a stash or pages the slow path has half changed. */
+extern HZ_TLS hz_heap_t *hz_heap_own;
+
+/* The thread's heap is hidden inside a slow path: its fast paths, which
+ * read `heap` (hz_heap_tls), see the empty heap though it has one. */
+HZ_INLINE bool hz_heap_hidden(const hz_heap_t *heap) {
+  return heap == &hz_heap_empty && hz_heap_own != NULL;
+}
+
+/* The calling thread is inside the allocator where a malloc or free must
+ * not go its usual way: it holds or waits for one of the allocator's locks,
+ * or its heap (`heap`, what the fast path read) is inside a slow path. Only
+ * a signal handler that interrupted the allocator finds this; its calls
+ * then take the routes that need no lock and leave the heap alone
+ * (hz_heap_free_inside, the thread box's, the large box's fresh mappings).
+ * The slow paths ask for the lock count first, and for the heap hidden
+ * only where they find the empty heap. */
+HZ_INLINE bool hz_heap_inside(const hz_heap_t *heap) {
+  return hz_lock_depth != 0 || hz_heap_hidden(heap);
+}
+
+/* A free by a thread inside the allocator (hz_heap_inside): p, of the page
+ * `page` (its first slice's) of `seg`, checked and then sent where no lock
+ * and none of the thread's own heap is needed: a small block to its page's
+ * owner's inbox (as a thread without a heap frees), a large block's
+ * mapping straight back to the kernel. */
+void hz_heap_free_inside(hz_segment_t *seg, hz_page_t *page, void *p);
+
 /* A small block from the heap's bins and pages (refilling them), or NULL
  * when out of memory. */
 void *hz_heap_malloc_small(hz_heap_t *heap, size_t size);

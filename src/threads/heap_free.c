@@ -37,14 +37,14 @@ static HZ_NOINLINE void heap_stash_open(hz_heap_t *heap, hz_page_t *page,
   heap_published(heap, cls,
                  hz_remote_stash_open(&heap->stash, index,
                                       &hz_page_heap(page)->inbox, block, page));
-  hz_heap_leave(heap);
+  hz_heap_leave_stash(heap);
 }
 
 /* heap_stash_entered where the slot's list is full. */
 static HZ_NOINLINE void heap_stash_full(hz_heap_t *heap, uint8_t cls,
                                         unsigned index) {
   heap_published(heap, cls, hz_remote_publish(&heap->stash, index));
-  hz_heap_leave(heap);
+  hz_heap_leave_stash(heap);
 }
 
 /* A block of another heap's page, counted, into our stash, the heap entered
@@ -72,19 +72,38 @@ HZ_INLINE void heap_stash_entered(hz_heap_t *heap, hz_page_t *page,
     heap_stash_full(heap, cls, index);
     return;
   }
-  hz_heap_leave(heap);
+  hz_heap_leave_stash(heap);
 }
 
 /* A block of another heap's page into our stash, the whole way: entering
- * the heap waits where it must (a collector, bins taken). */
+ * the heap in full waits where it must (a collector, bins taken), then the
+ * stash's own entry finds the way clear. A thread holding one of the
+ * allocator's locks (a signal handler's free that interrupted it) waits
+ * for no collector, which may want that lock: the block goes to its
+ * owner's inbox instead. */
 static HZ_NOINLINE void heap_free_remote(hz_heap_t *heap, hz_page_t *page,
                                          hz_block_t *block) {
-  hz_heap_enter(heap);
+  do {
+    if (HZ_UNLIKELY(hz_lock_depth != 0)) {
+      hz_heap_free_orphan(page, block);
+      return;
+    }
+    hz_heap_enter(heap);
+    hz_heap_leave(heap);
+  } while (!hz_heap_try_enter(heap));
   heap_stash_entered(heap, page, block);
 }
 
-static void heap_free_large(hz_segment_t *seg, void *p) {
+/* A large block's free; `inside` (hz_heap_inside: a signal handler's
+ * free that interrupted the allocator), its mapping goes straight back to
+ * the kernel, past the cache, the purge's count and the profiler, which
+ * take locks. */
+static void heap_free_large(hz_segment_t *seg, void *p, bool inside) {
   if (seg->kind == HZ_SEGMENT_LARGE && hz_large_owns(seg, p)) {
+    if (inside) {
+      hz_large_free_unmap(seg);
+      return;
+    }
     if (HZ_UNLIKELY(hz_prof_active)) hz_prof_forget(p, NULL);
     size_t bytes = seg->map_size; /* the free may unmap seg */
     hz_large_free(seg);
@@ -139,7 +158,7 @@ hz_block_t *hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg,
   if (heap_free_unsampled(heap, page, p)) return NULL;
   hz_heap_t *owner = hz_page_heap(page);
   if (owner == NULL) {
-    heap_free_large(seg, p);
+    heap_free_large(seg, p, false);
     return NULL;
   }
   hz_block_t *block = heap_block_to_free(page, p, owner == heap);
@@ -214,7 +233,7 @@ static HZ_NOINLINE void heap_run_stops(hz_heap_t *heap, void *p) {
   if (hz_remote_run_stop(&heap->stash, p))
     heap_published(heap, heap->run_class,
                    hz_remote_publish(&heap->stash, heap->stash.run_slot));
-  hz_heap_leave(heap);
+  hz_heap_leave_stash(heap);
 }
 
 HZ_HOT(4) void hz_heap_free_next(hz_heap_t *heap, hz_page_t *page, void *p) {
@@ -224,7 +243,7 @@ HZ_HOT(4) void hz_heap_free_next(hz_heap_t *heap, hz_page_t *page, void *p) {
   }
   if (HZ_UNLIKELY(!hz_remote_extends(&heap->stash, p)) ||
       HZ_UNLIKELY(!hz_check_freeing_fast(p))) {
-    hz_heap_leave(heap);
+    hz_heap_leave_stash(heap);
     hz_heap_free_remote_plain(heap, page, p);
     return;
   }
@@ -240,11 +259,21 @@ HZ_HOT(4) void hz_heap_free_next(hz_heap_t *heap, hz_page_t *page, void *p) {
     heap_run_stops(heap, p);
     return;
   }
-  hz_heap_leave(heap);
+  hz_heap_leave_stash(heap);
 }
 
 void hz_heap_free_orphan(hz_page_t *page, hz_block_t *block) {
   uint8_t cls = page->class_id; /* the page may go once the block is home */
   hz_stats_count_orphan_free(
       cls, hz_remote_push_one(&hz_page_heap(page)->inbox, block));
+}
+
+void hz_heap_free_inside(hz_segment_t *seg, hz_page_t *page, void *p) {
+  if (hz_page_heap(page) == NULL) {
+    heap_free_large(seg, p, true);
+    return;
+  }
+  hz_block_t *block =
+      hz_heap_free_generic((hz_heap_t *)&hz_heap_empty, seg, page, p);
+  if (block != NULL) hz_heap_free_orphan(page, block);
 }

@@ -46,30 +46,58 @@ HZ_INLINE void hz_heap_note_active(hz_heap_t *heap) {
   atomic_store_explicit(&heap->activity, n + 1, memory_order_relaxed);
 }
 
-/* The owner enters / leaves a slow path. */
+/* The thread's own heap (the one its fast paths use) goes out of their
+ * sight for a slow path, and back (hz_heap_own, heap.h): a handler that
+ * interrupts the slow path sees the empty heap. Other heaps (a shared
+ * pages' heap, one borrowed by a thread without its own) are out of sight
+ * already. A compare and a TLS store each way, on slow paths only. */
+HZ_INLINE void hz_heap_hide(hz_heap_t *heap) {
+  if (HZ_LIKELY(heap == hz_heap_tls)) /* before busy's store and fence */
+    hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
+}
+
+HZ_INLINE void hz_heap_show(hz_heap_t *heap) {
+  if (HZ_LIKELY(heap == hz_heap_own)) {
+    atomic_signal_fence(memory_order_seq_cst); /* after every change */
+    hz_heap_tls = heap;
+  }
+}
+
+/* The owner enters a slow path in full: hidden from its fast paths, busy,
+ * past any collector, its bins back (the stash's own paths enter with
+ * hz_heap_try_enter instead, unhidden). */
 HZ_INLINE void hz_heap_enter(hz_heap_t *heap) {
   if (HZ_SECURE &&
       HZ_UNLIKELY(atomic_load_explicit(&heap->busy, memory_order_relaxed)))
     hz_heap_reentered(heap);
+  hz_heap_hide(heap);
   hz_heap_raise_busy(heap);
   if (HZ_UNLIKELY(hz_heap_claimed(heap))) hz_heap_wait_collector(heap);
   if (HZ_UNLIKELY(heap->bins_stolen)) hz_heap_bins_restore(heap);
   hz_heap_note_active(heap);
 }
 
-HZ_INLINE void hz_heap_leave(hz_heap_t *heap) {
+/* The stash's paths leave (they entered with hz_heap_try_enter). */
+HZ_INLINE void hz_heap_leave_stash(hz_heap_t *heap) {
   atomic_store_explicit(&heap->busy, 0, memory_order_release);
 }
 
+/* The owner leaves a slow path entered with hz_heap_enter. */
+HZ_INLINE void hz_heap_leave(hz_heap_t *heap) {
+  hz_heap_leave_stash(heap);
+  hz_heap_show(heap);
+}
+
 /* hz_heap_enter where nothing is in the way (no collector, bins not taken,
- * not reentered); false, busy lowered again, where something is: the
- * caller takes the path that enters in full. */
+ * not reentered), for the stash's paths, which stay in the fast paths'
+ * sight; false, busy lowered again, where something is: the caller takes
+ * hz_heap_enter (and leave) first to clear the way. */
 HZ_INLINE bool hz_heap_try_enter(hz_heap_t *heap) {
   if (HZ_SECURE && atomic_load_explicit(&heap->busy, memory_order_relaxed))
     return false;
   hz_heap_raise_busy(heap);
   if (HZ_UNLIKELY(hz_heap_claimed(heap) | heap->bins_stolen)) {
-    hz_heap_leave(heap);
+    hz_heap_leave_stash(heap);
     return false;
   }
   hz_heap_note_active(heap);

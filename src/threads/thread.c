@@ -1,5 +1,7 @@
 /* thread: process start-up, heap <-> thread binding, the heap pool, fork
- * handling, collection of idle heaps and the purge thread.
+ * handling, collection of idle heaps and the purge thread, and the routes
+ * of a malloc or free that finds its thread inside the allocator (a signal
+ * handler's: "Inside the allocator" below).
  *
  * Start-up uses only the os and options boxes. pthread_key_create,
  * pthread_atfork and pthread_setspecific are called only once the calling
@@ -60,46 +62,16 @@
 /* The purge thread wakes every quarter of the purge delay, within these. */
 #define PURGE_PERIOD_MIN_MS 10
 #define PURGE_PERIOD_MAX_MS 250
-static hz_lock_t pool_lock = HZ_LOCK_INIT;
+static hz_lock_t pool_lock = HZ_LOCK_INIT(HZ_LOCK_ID_POOL);
 
-/* The pool lock, taken through these. A thread that takes it a second
- * time (a signal handler's malloc interrupting the thread's first
- * allocation or its exit, which take it) would wait for itself forever:
- * the secure variants say so in one line and stop, as for a re-entered
- * slow path. */
-static HZ_TLS bool pool_held;
+/* The pool lock. A signal handler whose malloc or free interrupts a
+ * thread holding it (its first allocation, its exit) never asks for it
+ * again: the thread is inside the allocator (hz_heap_inside), and the
+ * call takes the routes that need no lock (below, "Inside the
+ * allocator"). */
+static void pool_take(void) { hz_lock(&pool_lock); }
 
-static HZ_NOINLINE void pool_reentered(void) {
-  hz_check_report("re-entered slow path", &pool_lock,
-                  "the heap pool, held by the thread a signal handler "
-                  "interrupted to call malloc or free; malloc is not "
-                  "async-signal-safe");
-}
-
-/* A test's hook, called by the secure variants with the pool lock held:
- * a test that raises a signal there lands its handler inside the locked
- * region every time, not by chance (tests/security_test.c). Weak, so a
- * program that defines none pays a compare, and only in those variants. */
-extern void hz_test_pool_locked(void) __attribute__((weak));
-
-static void pool_take(void) {
-  if (HZ_SECURE) {
-    if (HZ_UNLIKELY(pool_held)) pool_reentered();
-    pool_held = true; /* before the lock: no moment held and unmarked */
-    atomic_signal_fence(memory_order_seq_cst);
-  }
-  hz_lock(&pool_lock);
-  if (HZ_SECURE && HZ_UNLIKELY(hz_test_pool_locked != NULL))
-    hz_test_pool_locked();
-}
-
-static void pool_give(void) {
-  hz_unlock(&pool_lock);
-  if (HZ_SECURE) {
-    atomic_signal_fence(memory_order_seq_cst);
-    pool_held = false;
-  }
-}
+static void pool_give(void) { hz_unlock(&pool_lock); }
 typedef struct {
   hz_heap_t *first, *last;
 } heap_list_t;
@@ -132,7 +104,7 @@ static pthread_cond_t purge_wake = PTHREAD_COND_INITIALIZER;
 #define ALONE_OPS 256
 static HZ_TLS unsigned alone_ops;
 /* One collection round at a time (purge thread, malloc_trim, reclaim). */
-static hz_lock_t collect_lock = HZ_LOCK_INIT;
+static hz_lock_t collect_lock = HZ_LOCK_INIT(HZ_LOCK_ID_COLLECT);
 static _Atomic bool purge_thread_started;
 
 /* ---------------------------------------------------------------------------
@@ -554,6 +526,7 @@ static void thread_exit(void *value) {
   if (heap == NULL || heap != hz_heap_tls) return;
   hz_heap_park(heap);
   hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
+  hz_heap_own = NULL;
   pool_take();
   heap_pool_locked(heap);
   HZ_SHARED_ADD(heaps_live, -1);
@@ -601,6 +574,7 @@ static void fork_child(void) {
   heaps_live = heaps_bound = hz_heap_tls != &hz_heap_empty;
   atomic_store_explicit(&purge_thread_started, false, memory_order_relaxed);
   hz_purge_set_background(false);
+  hz_lock_depth_reset(); /* after every lock's own reset */
 }
 
 static void install_hooks(void) {
@@ -635,6 +609,7 @@ static bool thread_bind(hz_heap_t *heap) {
     return false;
   }
   hz_heap_tls = heap;
+  hz_heap_own = heap;
   return true;
 }
 
@@ -677,6 +652,42 @@ hz_heap_t *hz_thread_attach_for_free(void) {
 }
 
 /* ---------------------------------------------------------------------------
+ * Inside the allocator
+ * ------------------------------------------------------------------------- */
+/* A malloc or free that finds the thread inside the allocator
+ * (hz_heap_inside): a signal handler's, which interrupted the thread while
+ * it held one of the allocator's locks or was inside a slow path of its
+ * heap. Waiting for a lock would wait for itself (or for a thread that
+ * waits for a lock this one holds), and the heap is half changed. The
+ * malloc gets a mapping of its own (large box, no lock), the free sends a
+ * small block to its page's owner's inbox and a large block's mapping back
+ * to the kernel: no lock, and nothing of the thread's heap. The secure
+ * variants say so in one line and stop: malloc is not async-signal-safe. */
+static HZ_NOINLINE void thread_reentered(const hz_heap_t *heap) {
+  hz_check_report("re-entered slow path",
+                  hz_heap_own != NULL ? hz_heap_own : heap,
+                  "a lock or slow path of the allocator, held by the thread "
+                  "a signal handler interrupted to call malloc or free; "
+                  "malloc is not async-signal-safe");
+}
+
+static HZ_NOINLINE void *thread_malloc_inside(size_t size, size_t align,
+                                              bool zero,
+                                              const hz_heap_t *heap) {
+  if (HZ_SECURE) thread_reentered(heap);
+  return hz_large_alloc_fresh(size, align, zero);
+}
+
+static bool thread_free_far(void *p, hz_segment_t **seg, hz_page_t **page);
+
+static HZ_NOINLINE void thread_free_inside(void *p, const hz_heap_t *heap,
+                                           hz_segment_t *seg, hz_page_t *page) {
+  if (HZ_SECURE) thread_reentered(heap);
+  if (seg == NULL && !thread_free_far(p, &seg, &page)) return;
+  hz_heap_free_inside(seg, hz_segment_page_first(page), p);
+}
+
+/* ---------------------------------------------------------------------------
  * The slow paths of the fast paths (fast.h)
  * ------------------------------------------------------------------------- */
 /* A request the kernel refused may fit once the process gives back what
@@ -693,6 +704,8 @@ static HZ_NOINLINE void *thread_retry(hz_heap_t *heap, size_t size,
 }
 
 void *hz_thread_large_alloc(size_t size, size_t align, bool zero) {
+  if (HZ_UNLIKELY(hz_heap_inside(hz_heap_tls)))
+    return thread_malloc_inside(size, align, zero, hz_heap_tls);
   void *p = hz_large_alloc(size, align, zero);
   if (HZ_UNLIKELY(p == NULL)) p = thread_retry(NULL, size, align, zero);
   if (HZ_UNLIKELY(hz_prof_active) && p != NULL) hz_prof_large(p, size);
@@ -703,7 +716,13 @@ void *hz_thread_large_alloc(size_t size, size_t align, bool zero) {
  * heaps give theirs back, one at a time, so the next ones need no new
  * segment. */
 void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap) {
-  if (heap->state == HZ_HEAP_EMPTY) return hz_thread_malloc_unattached(size);
+  if (HZ_UNLIKELY(hz_lock_depth != 0))
+    return thread_malloc_inside(size, 0, false, heap);
+  if (heap->state == HZ_HEAP_EMPTY) {
+    if (HZ_UNLIKELY(hz_heap_hidden(heap)))
+      return thread_malloc_inside(size, 0, false, heap);
+    return hz_thread_malloc_unattached(size);
+  }
   hz_purge_tick();
   if (size > HZ_SMALL_MAX) return hz_thread_large_alloc(size, 0, false);
   uint64_t pages = heap->stats.pages_acquired;
@@ -745,6 +764,10 @@ static bool thread_stays_alone(void) {
  * them back. Past its exit handler it has none, nor while it stays alone. */
 void hz_thread_free_slow(void *p, hz_heap_t *heap, hz_segment_t *seg,
                          hz_page_t *page) {
+  if (HZ_UNLIKELY(hz_heap_inside(heap))) {
+    thread_free_inside(p, heap, seg, page);
+    return;
+  }
   if (seg == NULL && !thread_free_far(p, &seg, &page)) return;
   if (heap->state == HZ_HEAP_EMPTY && !thread_stays_alone()) {
     hz_heap_t *own = hz_thread_attach_for_free();
@@ -822,7 +845,6 @@ void hz_heap_fork_parent(void) { pool_give(); }
  * pool lock was held across fork). */
 void hz_heap_fork_child(hz_heap_t *survivor) {
   hz_lock_reinit(&pool_lock);
-  pool_held = false;
   for (hz_heap_t *heap = heaps_all.first; heap != NULL; heap = heap->next_all) {
     bool pooled = heap->state == HZ_HEAP_POOLED && pool_contains_locked(heap);
     if (heap != survivor && heap->state != HZ_HEAP_EMPTY && !pooled)
