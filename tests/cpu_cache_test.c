@@ -257,6 +257,7 @@ static char *missing_page;  /* userfaultfd's, empty until filled */
 static void **missing_fill; /* what fills it */
 static long page_size;
 static int uffd = -1;
+static bool stop_migrate; /* two CPUs and userfaultfd: migrate one */
 static pthread_t stop_thread;
 static atomic_bool stop_done;
 static atomic_int closed_faults;
@@ -382,7 +383,7 @@ static void *stop_sections(void *arg) {
             "%d faults, %d delivered at an abort handler",
             atomic_load(&closed_faults), atomic_load(&faults_at_abort));
   CHECK_MSG(((void **)closed_page)[0] == block, "popped another block");
-  if (uffd >= 0) {
+  if (stop_migrate) {
     missing_fill[0] = block;
     stopped_move(true, (void **)missing_page, "migrated");
     CHECK_MSG(sched_getcpu() == 1, "not moved to CPU 1 (on %d)",
@@ -412,8 +413,8 @@ static bool stopped(void) {
                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   CHECK(closed_page != MAP_FAILED && missing_page != MAP_FAILED &&
         missing_fill != MAP_FAILED);
-  bool migrated = sysconf(_SC_NPROCESSORS_ONLN) >= 2 && uffd_open();
-  if (!migrated)
+  stop_migrate = sysconf(_SC_NPROCESSORS_ONLN) >= 2 && uffd_open();
+  if (!stop_migrate)
     printf("cpu_cache: one CPU online or userfaultfd refused: no section "
            "migrated while stopped\n");
   struct sigaction sa;
@@ -427,7 +428,7 @@ static bool stopped(void) {
   hz_collect(true); /* every cache empty */
   uint64_t before = summary().front.restarts;
   CHECK(pthread_create(&stop_thread, NULL, stop_sections, NULL) == 0);
-  while (migrated && !atomic_load(&stop_done)) {
+  while (stop_migrate && !atomic_load(&stop_done)) {
     struct pollfd fd = {.fd = uffd, .events = POLLIN};
     if (poll(&fd, 1, 10) == 1) fill_missing();
   }
@@ -442,7 +443,7 @@ static bool stopped(void) {
   munmap(missing_fill, (size_t)page_size);
   printf("cpu_cache: sections stopped inside: %llu restarts\n",
          (unsigned long long)counted);
-  return migrated;
+  return stop_migrate;
 }
 
 /* --- restarts ------------------------------------------------------------- */
