@@ -417,11 +417,11 @@ static bool stopped(void) {
   if (!stop_migrate)
     printf("cpu_cache: one CPU online or userfaultfd refused: no section "
            "migrated while stopped\n");
-  struct sigaction sa;
+  struct sigaction sa, previous;
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = on_fault;
   sa.sa_flags = SA_SIGINFO;
-  sigaction(SIGSEGV, &sa, NULL);
+  sigaction(SIGSEGV, &sa, &previous);
   set_route(STOP_SIZE, HZ_CENTRAL_SHARED);
   for (int i = 0; i < STOP_BLOCKS; i++)
     stop_freed[i] = hz_malloc(STOP_SIZE);
@@ -433,7 +433,7 @@ static bool stopped(void) {
     if (poll(&fd, 1, 10) == 1) fill_missing();
   }
   pthread_join(stop_thread, NULL);
-  signal(SIGSEGV, SIG_DFL);
+  sigaction(SIGSEGV, &previous, NULL);
   uint64_t counted = summary().front.restarts - before;
   hz_collect(true);
   set_route(STOP_SIZE, HZ_CENTRAL_THREAD);
