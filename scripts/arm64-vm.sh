@@ -113,7 +113,10 @@ build_rootfs() {
 
 # qemu-system-aarch64 with the image (read-write only for the first boot)
 # and SHARE; the guest runs JOB (a file in SHARE) and writes its status
-# next to it. $1: "persist" or "snapshot".
+# next to it. $1: "persist" or "snapshot". No network (-nic none): the
+# guest needs none, and the virt machine's default NIC would need its
+# boot ROM (efi-virtio.rom), which is in ipxe-qemu, a package
+# qemu-system-arm only recommends (install-deps.sh installs none of those).
 boot() {
   local mode=$1 share=$2 job=$3 drive
   drive="file=$DIR/rootfs.img,format=raw,if=none,id=root"
@@ -121,7 +124,7 @@ boot() {
   timeout --foreground "${ARM64_VM_TIMEOUT:-7200}" \
     qemu-system-aarch64 -machine virt -cpu neoverse-n1 \
     -smp "${ARM64_VM_CPUS:-2}" -m "${ARM64_VM_MEMORY:-4G}" -nographic \
-    -no-reboot -kernel "$DIR/vmlinuz" -initrd "$DIR/initrd.gz" \
+    -no-reboot -nic none -kernel "$DIR/vmlinuz" -initrd "$DIR/initrd.gz" \
     -append "console=ttyAMA0 panic=-1 quiet hz.share=$share hz.job=$job" \
     -drive "$drive" -device virtio-blk-device,drive=root \
     -fsdev "local,id=share,path=$share,security_model=none" \

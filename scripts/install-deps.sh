@@ -22,7 +22,10 @@ set -euo pipefail
 #   arm64-vm  the arm64 machine of `make test-arm64`: qemu-system-aarch64,
 #             debootstrap (the root filesystem), e2fsprogs (its image) and
 #             cpio (the initramfs); the arm64 kernel and packages come from
-#             the archive as the image is built (scripts/arm64-vm.sh).
+#             the archive as the image is built (scripts/arm64-vm.sh). The
+#             machine needs nothing qemu-system-arm only recommends (boot
+#             ROMs, UEFI firmware): it boots its kernel directly and has
+#             no network device; .ci/arm64 checks that it starts without.
 case ${1:-test} in
 test)
   packages=(cmake make gcc g++ libtsan2 perl python3 coreutils pkgconf valgrind

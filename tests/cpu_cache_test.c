@@ -17,16 +17,22 @@
  *     (pinned to CPU 0) go onto the ladder, and another thread on the same
  *     CPU takes them from there; after hz_collect(true) the ladder is
  *     empty;
+ *   - stopped: a thread's sections stopped inside, on a page of the
+ *     test's they copy to or from: a page with no access (SIGSEGV, which
+ *     the kernel delivers at the section's abort handler; the handler
+ *     opens the page), and a page userfaultfd keeps empty until the main
+ *     thread has moved the faulting thread to CPU 1: each restarts (the
+ *     report counts it), the migrated one on CPU 1, and moves one block;
  *   - restarts: three threads pinned to one CPU trade shared blocks (every
  *     free a remote one, bins spilling to and refilling from the CPU's
  *     cache) while a fourth signals them every 50 us, so sections are
- *     interrupted: no block is ever handed to two threads at once, and the
- *     report counts restarts;
+ *     interrupted now and then: no block is ever handed to two threads at
+ *     once;
  *   - migrations: the same trade, unpinned and unsignalled, while a fourth
  *     thread moves each trader to another CPU every 50 us (where there are
  *     two or more), so sections are preempted and migrated: the traders
- *     ran on more than one CPU, no block is held twice, and sections
- *     restarted;
+ *     ran on more than one CPU and no block is held twice (and, where no
+ *     section could be stopped and migrated above, sections restarted);
  *   - unregistered: two threads that unregistered glibc's rseq area (the
  *     kernel then leaves cpu_id at -1 and mm_cid at 0 and restarts no
  *     section) trade shared blocks: none is ever held by both (they skip
@@ -46,6 +52,10 @@
  * round of the purge thread changes the classes or drains the caches under
  * the steps that set and read them. */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -53,9 +63,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/rseq.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "api.h"
@@ -231,6 +244,208 @@ static void ladder(void) {
   set_route(LADDER_SIZE, HZ_CENTRAL_THREAD);
 }
 
+/* --- stopped: sections stopped inside, on a page of the test's ----------
+ * The push section reads blocks[] and the pop section writes out[] inside,
+ * before the store that commits: handed a page they cannot use yet, they
+ * stop there every time, wherever they run. (A signal or a migration from
+ * another thread seldom lands inside one of them: under emulation, where a
+ * signal is taken only between translated blocks, almost never.) */
+enum { STOP_BLOCKS = 200, STOP_SIZE = 160 };
+static void *stop_freed[STOP_BLOCKS];
+static char *closed_page;   /* no access until the handler opens it */
+static char *missing_page;  /* userfaultfd's, empty until filled */
+static void **missing_fill; /* what fills it */
+static long page_size;
+static int uffd = -1;
+static bool stop_migrate; /* two CPUs and userfaultfd: migrate one */
+static pthread_t stop_thread;
+static atomic_bool stop_done;
+static atomic_int closed_faults;
+static atomic_int faults_at_abort; /* of them, delivered at an abort handler */
+
+/* Where the interrupted thread goes on: its program counter. */
+static const char *context_pc(void *context) {
+  ucontext_t *uc = context;
+#if defined(__x86_64__)
+  return (const char *)uc->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+  return (const char *)uc->uc_mcontext.pc;
+#else
+  (void)uc;
+  return NULL;
+#endif
+}
+
+/* A section faulted on closed_page: the kernel delivers SIGSEGV at the
+ * section's abort handler (rseq's signature just before it), not at the
+ * faulting instruction. Open the page; the section starts again. */
+static void on_fault(int sig, siginfo_t *info, void *context) {
+  char *at = info->si_addr;
+  if (at < closed_page || at >= closed_page + page_size) {
+    signal(sig, SIG_DFL); /* another fault: crash on it */
+    return;
+  }
+  const char *pc = context_pc(context);
+  if (pc != NULL && *(const uint32_t *)(const void *)(pc - 4) == RSEQ_SIG)
+    atomic_fetch_add(&faults_at_abort, 1);
+  mprotect(closed_page, (size_t)page_size, PROT_READ | PROT_WRITE);
+  atomic_fetch_add(&closed_faults, 1);
+}
+
+/* userfaultfd (user-mode faults only: all it needs, and all an
+ * unprivileged process gets by default), missing_page registered with it;
+ * false where the kernel refuses (a seccomp filter, an old kernel). */
+static bool uffd_open(void) {
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1
+#endif
+  uffd = (int)syscall(__NR_userfaultfd,
+                      O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+  if (uffd < 0 && errno == EINVAL)
+    uffd = (int)syscall(__NR_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+  if (uffd < 0) return false;
+  struct uffdio_api api = {.api = UFFD_API};
+  struct uffdio_register reg = {
+      .range = {(uintptr_t)missing_page, (uint64_t)page_size},
+      .mode = UFFDIO_REGISTER_MODE_MISSING};
+  if (ioctl(uffd, UFFDIO_API, &api) == 0 &&
+      ioctl(uffd, UFFDIO_REGISTER, &reg) == 0)
+    return true;
+  close(uffd);
+  uffd = -1;
+  return false;
+}
+
+/* stop_thread in a fault on missing_page: moved to CPU 1, then the page
+ * filled (which wakes it). */
+static void fill_missing(void) {
+  struct uffd_msg msg;
+  if (read(uffd, &msg, sizeof msg) != sizeof msg ||
+      msg.event != UFFD_EVENT_PAGEFAULT)
+    return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(1, &set);
+  CHECK(pthread_setaffinity_np(stop_thread, sizeof set, &set) == 0);
+  struct uffdio_copy copy = {.dst = (uintptr_t)missing_page,
+                             .src = (uintptr_t)missing_fill,
+                             .len = (uint64_t)page_size};
+  CHECK(ioctl(uffd, UFFDIO_COPY, &copy) == 0);
+}
+
+/* One move through a section stopped on `page`, by a fault that comes
+ * back as a restart: a push of the block the page holds (1 taken) or a
+ * pop of one onto it. `how` names the stop for the messages. */
+static void stopped_move(bool push, void **page, const char *how) {
+  size_t cls = hz_sizeclass_of(STOP_SIZE);
+  uint64_t restarts = hz_cpu_restarts;
+  uint64_t cached = summary().front.cached_blocks;
+  unsigned moved = push ? hz_cpu_give(cls, page, 1) : hz_cpu_take(cls, page, 1);
+  const char *what = push ? "push" : "pop";
+  CHECK_MSG(moved == 1, "%s %s moved %u blocks", how, what, moved);
+  /* Once for the stop at least (the thread may be preempted inside on
+   * its second try too: a loaded machine, a first touch of a cache's
+   * page that sleeps). */
+  CHECK_MSG(hz_cpu_restarts > restarts, "a %s %s did not restart", how, what);
+  /* The first try's copies are scratch: one block on, or one off. */
+  CHECK(summary().front.cached_blocks == (push ? cached + 1 : cached - 1));
+}
+
+/* On CPU 0: blocks of the class freed until some spill onto this CPU's
+ * cache, one taken back from there; then that block pushed and popped
+ * through closed_page (signalled), and pushed through missing_page while
+ * asleep in its fault, moved meanwhile to CPU 1 (migrated: whether or not
+ * it was off CPU 0 yet when moved, the kernel takes it off and marks the
+ * section to restart). */
+static void *stop_sections(void *arg) {
+  (void)arg;
+  size_t cls = hz_sizeclass_of(STOP_SIZE);
+  pin_to_cpu0();
+  hz_free(hz_malloc(8)); /* a heap of its own */
+  uint64_t gives = summary().front.cache_gives;
+  for (int i = 0; i < STOP_BLOCKS; i++)
+    hz_free(stop_freed[i]);
+  CHECK_MSG(summary().front.cache_gives > gives, "no spill onto a cache");
+  void *batch[HZ_CPU_BATCH];
+  uint64_t takes = summary().front.cache_takes;
+  CHECK(hz_cpu_take(cls, batch, 1) == 1);
+  CHECK_MSG(summary().front.cache_takes == takes + 1,
+            "the block did not come from this CPU's cache");
+  void *block = batch[0];
+  /* Signalled: SIGSEGV inside, delivered at the abort handler. */
+  ((void **)closed_page)[0] = block;
+  mprotect(closed_page, (size_t)page_size, PROT_NONE);
+  stopped_move(true, (void **)closed_page, "signalled");
+  mprotect(closed_page, (size_t)page_size, PROT_NONE);
+  stopped_move(false, (void **)closed_page, "signalled");
+  CHECK_MSG(atomic_load(&closed_faults) == 2 &&
+                atomic_load(&faults_at_abort) == 2,
+            "%d faults, %d delivered at an abort handler",
+            atomic_load(&closed_faults), atomic_load(&faults_at_abort));
+  CHECK_MSG(((void **)closed_page)[0] == block, "popped another block");
+  if (stop_migrate) {
+    missing_fill[0] = block;
+    stopped_move(true, (void **)missing_page, "migrated");
+    CHECK_MSG(sched_getcpu() == 1, "not moved to CPU 1 (on %d)",
+              sched_getcpu());
+  } else {
+    CHECK(hz_cpu_give(cls, &block, 1) == 1);
+  }
+  atomic_store(&stop_done, true);
+  return NULL;
+}
+
+/* The sections of one thread stopped inside by faults: each restarts,
+ * where rseq is. Whether one was migrated so (two CPUs and
+ * userfaultfd; else the migrated traders below must show a restart by
+ * themselves). */
+static bool stopped(void) {
+  if (!per_cpu) {
+    printf("cpu_cache: no per-CPU caches: no sections to stop\n");
+    return false;
+  }
+  page_size = sysconf(_SC_PAGESIZE);
+  closed_page = mmap(NULL, (size_t)page_size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  missing_page = mmap(NULL, (size_t)page_size, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  missing_fill = mmap(NULL, (size_t)page_size, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(closed_page != MAP_FAILED && missing_page != MAP_FAILED &&
+        missing_fill != MAP_FAILED);
+  stop_migrate = sysconf(_SC_NPROCESSORS_ONLN) >= 2 && uffd_open();
+  if (!stop_migrate)
+    printf("cpu_cache: one CPU online or userfaultfd refused: no section "
+           "migrated while stopped\n");
+  struct sigaction sa, previous;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_fault;
+  sa.sa_flags = SA_SIGINFO;
+  sigaction(SIGSEGV, &sa, &previous);
+  set_route(STOP_SIZE, HZ_CENTRAL_SHARED);
+  for (int i = 0; i < STOP_BLOCKS; i++)
+    stop_freed[i] = hz_malloc(STOP_SIZE);
+  hz_collect(true); /* every cache empty */
+  uint64_t before = summary().front.restarts;
+  CHECK(pthread_create(&stop_thread, NULL, stop_sections, NULL) == 0);
+  while (stop_migrate && !atomic_load(&stop_done)) {
+    struct pollfd fd = {.fd = uffd, .events = POLLIN};
+    if (poll(&fd, 1, 10) == 1) fill_missing();
+  }
+  pthread_join(stop_thread, NULL);
+  sigaction(SIGSEGV, &previous, NULL);
+  uint64_t counted = summary().front.restarts - before;
+  hz_collect(true);
+  set_route(STOP_SIZE, HZ_CENTRAL_THREAD);
+  if (uffd >= 0) close(uffd);
+  munmap(closed_page, (size_t)page_size);
+  munmap(missing_page, (size_t)page_size);
+  munmap(missing_fill, (size_t)page_size);
+  printf("cpu_cache: sections stopped inside: %llu restarts\n",
+         (unsigned long long)counted);
+  return stop_migrate;
+}
+
 /* --- restarts ------------------------------------------------------------- */
 enum { TRADERS = 3, SLOTS = 64, ROUNDS = 200000, TRADE_SIZE = 96 };
 static _Atomic(void *) trade[TRADERS][SLOTS];
@@ -238,6 +453,7 @@ static atomic_int trading;
 static atomic_long clashes;
 static atomic_bool restarted; /* a trader saw one of its sections restart */
 static bool moved;              /* traders moved between CPUs, not pinned */
+static bool until_restart;      /* trade until a section restarted */
 static atomic_uint cpus_seen;   /* a bit for each CPU (below 32) a trader ran on */
 
 static void on_signal(int sig) { (void)sig; }
@@ -258,12 +474,12 @@ static void *take_marked(int me) {
 static void *trader(void *arg) {
   int me = (int)(intptr_t)arg;
   if (!moved) pin_to_cpu0();
-  /* ROUNDS at least, then on until some section restarted (a loaded
-   * machine may run a whole batch of rounds between two signals), at
-   * most 60 s. */
+  /* ROUNDS, then on until some section restarted if asked (a loaded
+   * machine may run a whole batch of rounds between two moves), at most
+   * 60 s. */
   time_t until = time(NULL) + 60;
-  for (int r = 0; r < ROUNDS ||
-                  (per_cpu && !atomic_load(&restarted) && time(NULL) < until);
+  for (int r = 0; r < ROUNDS || (until_restart && !atomic_load(&restarted) &&
+                                 time(NULL) < until);
        r++) {
     if (hz_cpu_restarts != 0) atomic_store(&restarted, true);
     int cpu = sched_getcpu();
@@ -308,13 +524,20 @@ static void interrupt_traders(const pthread_t *t, long cpus) {
   }
 }
 
-static void restarts(bool migrate) {
+/* The traders' sections are interrupted at random: whether they ever are
+ * while inside depends on timing (under emulation, almost never), so what
+ * these rounds check is that no block is held twice however often they
+ * are; stopped() restarts sections for sure. Where it could not migrate
+ * one (no userfaultfd), `must_restart` asks the migrated traders to trade
+ * until one of their sections restarted (60 s at most) instead. */
+static void restarts(bool migrate, bool must_restart) {
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   if (migrate && cpus < 2) {
     printf("cpu_cache: one CPU online: no migrations to make\n");
     return;
   }
   moved = migrate;
+  until_restart = per_cpu && must_restart;
   atomic_store(&restarted, false);
   atomic_store(&cpus_seen, 0);
   set_route(TRADE_SIZE, HZ_CENTRAL_SHARED);
@@ -338,10 +561,9 @@ static void restarts(bool migrate) {
   uint64_t counted = summary().front.restarts - before;
   set_route(TRADE_SIZE, HZ_CENTRAL_THREAD);
   const char *how = migrate ? "migrated" : "signalled";
-  if (per_cpu)
+  if (until_restart)
     CHECK_MSG(counted > 0, "no section restarted in 60 s of %s rounds", how);
-  else
-    CHECK(counted == 0);
+  if (!per_cpu) CHECK(counted == 0);
   if (migrate)
     CHECK_MSG(__builtin_popcount(atomic_load(&cpus_seen)) >= 2,
               "the traders ran on one CPU only (CPUs 0x%x)",
@@ -649,8 +871,9 @@ int main(int argc, char **argv) {
   decision();
   routes();
   ladder();
-  restarts(false);
-  restarts(true);
+  bool migrated = stopped();
+  restarts(false, false);
+  restarts(true, !migrated);
   unregistered();
   return check_report("cpu_cache");
 }
