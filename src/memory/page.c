@@ -94,6 +94,20 @@ static void page_unmark_run_ends(const hz_page_t *page, uint32_t from,
   }
 }
 
+/* Release, a flagged page (every free to it asks its bit), its memory
+ * given back at once: the marks left resident at its free runs' ends go
+ * too, so none of its free blocks holds one (marks_gone). A page not
+ * flagged keeps them: there the mark is what catches a second free. */
+static void page_unmark_free(hz_page_t *page) {
+  for (uint32_t i = 0; i < page->capacity; i++) {
+    if (!hz_page_bit(page, i)) continue;
+    uint32_t end = page_free_run_end(page, i);
+    page_unmark_run_ends(page, i, end);
+    i = end;
+  }
+  page->tally->marks_gone = true;
+}
+
 void hz_page_discard_free(hz_page_t *page, bool lazy) {
   size_t size = page->block_size;
   uint8_t *start = hz_page_start(page);
@@ -105,14 +119,13 @@ void hz_page_discard_free(hz_page_t *page, bool lazy) {
     uint32_t end = HZ_SECURE ? i + 1 : page_free_run_end(page, i);
     bool gone = discard_range(start + (size_t)i * size + keep,
                               start + (size_t)end * size, lazy);
-    if (!HZ_SECURE && !lazy) page_unmark_run_ends(page, i, end);
     if (!HZ_SECURE && gone && !page->purged) { /* marks went too */
       page->purged = 1;
       hz_page_set_flag(page, HZ_PAGE_PURGED, true);
     }
     i = end;
   }
-  if (!HZ_SECURE && !lazy) page->tally->marks_gone = true;
+  if (!HZ_SECURE && !lazy && page->purged) page_unmark_free(page);
 }
 
 void hz_page_purged_refilled(hz_page_t *page) {

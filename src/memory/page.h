@@ -310,9 +310,9 @@ HZ_INLINE bool hz_page_has_room(const hz_page_t *page) {
  * its free mark) and of its part never carved into blocks, keeping the
  * page in use. Owner (or a collector holding the heap) only. Release
  * flags the page HZ_PAGE_PURGED when a free block's mark went with its
- * memory; giving back at once (not `lazy`), it also takes the marks of the
- * free blocks left resident at a run's ends, so none of the page's free
- * blocks holds one (marks_gone). */
+ * memory; giving back at once (not `lazy`), on a page so flagged, it also
+ * takes the marks of the free blocks left resident at a run's ends, so
+ * none of the page's free blocks holds one (marks_gone). */
 void hz_page_discard_free(hz_page_t *page, bool lazy);
 /* A refill took blocks off a page flagged HZ_PAGE_PURGED and counted them
  * in `used`: when no free block is left on it, none lacks its mark, and
