@@ -3,7 +3,8 @@
  * program writes it, not inside malloc (the free mark is cleared only in
  * blocks that may carry one: check.h, heap.h's hz_bin_take). Each case
  * runs in a child (preloaded release library, no purge thread, small
- * pages only) that counts its minor page faults:
+ * pages only; the thread's own pages but for `laddered`) that counts its
+ * minor page faults:
  *   - fresh: 4,096 blocks of 1000 bytes cut from fresh pages fault less
  *     than FAULTS_QUIET times while malloc hands them out, and at least
  *     FAULTS_WRITTEN times when the program then writes them (the count
@@ -11,6 +12,11 @@
  *   - trimmed: the same blocks written, all but every 64th freed,
  *     malloc_trim (their memory given back), then taken again: quiet while
  *     handed out, faulting when written;
+ *   - laddered: blocks of the shared pages, round after round taken
+ *     (written by the program) and freed, so the fresh blocks a bin never
+ *     handed out go to the CPU caches and depots and come back from
+ *     there: the faults inside the mallocs themselves (counted call by
+ *     call) stay under FAULTS_QUIET, the program's writes fault;
  *   - reused: blocks of 64 bytes written and freed, their pages emptied
  *     and cut again, unpurged, for 32-byte blocks (whose starts include
  *     every 64-byte block's), and blocks freed into a bin that
@@ -88,6 +94,37 @@ static int case_trimmed(void) {
   return check_report("untouched trimmed");
 }
 
+/* Blocks of the shared pages (HZ_SHARED_PAGES=-1: every class takes its
+ * blocks there): a bin is refilled whole with fresh blocks, and a full
+ * bin's older half, the fresh ones it never handed out among them, goes to
+ * the ladder (the CPU caches and depots). Rounds of taking ever more
+ * blocks, writing and freeing them all: each round's refills leave fresh
+ * blocks in the bin, and the next round takes them back from the ladder. */
+enum { LADDER_ROUNDS = 16, LADDER_STEP = 65, LADDER_SIZE = 4000 };
+
+static int case_laddered(void) {
+  long inside = 0, writing = 0;
+  for (int round = 1; round <= LADDER_ROUNDS; round++) {
+    int n = round * LADDER_STEP;
+    for (int i = 0; i < n; i++) {
+      long before = minor_faults();
+      blocks[i] = malloc(LADDER_SIZE);
+      long after = minor_faults();
+      inside += after - before;
+      CHECK(blocks[i] != NULL);
+      if (blocks[i] == NULL) return check_report("untouched laddered");
+      memset(blocks[i], 1, LADDER_SIZE);
+      writing += minor_faults() - after;
+    }
+    for (int i = 0; i < n; i++)
+      free(blocks[i]);
+  }
+  printf("laddered: %ld faults inside malloc, %ld writing\n", inside, writing);
+  CHECK_MSG(inside < FAULTS_QUIET, "%ld faults inside malloc", inside);
+  CHECK_MSG(writing >= FAULTS_WRITTEN, "%ld faults writing", writing);
+  return check_report("untouched laddered");
+}
+
 static int by_address(const void *a, const void *b) {
   uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
   return x < y ? -1 : x > y;
@@ -149,9 +186,10 @@ static int case_reused(void) {
   return check_report("untouched reused");
 }
 
-static void run_case(const char *argv0, const char *name) {
-  static const char *const settings[] = {"HZ_THP=0", "HZ_PURGE_THREAD=0",
-                                         "HZ_GUARD_SAMPLE=0", NULL};
+/* Run a case in a child; `route` is its HZ_SHARED_PAGES setting. */
+static void run_case(const char *argv0, const char *name, const char *route) {
+  const char *const settings[] = {"HZ_THP=0", "HZ_PURGE_THREAD=0",
+                                  "HZ_GUARD_SAMPLE=0", route, NULL};
   child_result_t r = child_run(argv0, name, settings);
   CHECK_MSG(r.status == 0, "case %s: exit %d, signal %d:\n%s", name, r.status,
             r.signal, r.err != NULL ? r.err : "");
@@ -163,9 +201,11 @@ static void run_case(const char *argv0, const char *name) {
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "fresh") == 0) return case_fresh();
   if (argc > 1 && strcmp(argv[1], "trimmed") == 0) return case_trimmed();
+  if (argc > 1 && strcmp(argv[1], "laddered") == 0) return case_laddered();
   if (argc > 1 && strcmp(argv[1], "reused") == 0) return case_reused();
-  run_case(argv[0], "fresh");
-  run_case(argv[0], "trimmed");
-  run_case(argv[0], "reused");
+  run_case(argv[0], "fresh", "HZ_SHARED_PAGES=0");
+  run_case(argv[0], "trimmed", "HZ_SHARED_PAGES=0");
+  run_case(argv[0], "laddered", "HZ_SHARED_PAGES=-1");
+  run_case(argv[0], "reused", "HZ_SHARED_PAGES=0");
   return check_report("untouched");
 }

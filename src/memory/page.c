@@ -71,27 +71,42 @@ static uint32_t page_free_run_end(const hz_page_t *page, uint32_t i) {
   return i;
 }
 
-/* Release: the blocks of the free run [from, to) whose second word (the
- * mark) the discard of the run's whole OS pages did not reach lose it;
- * read first, so a part nobody touched stays unmapped. */
-static void page_unmark_run_ends(const hz_page_t *page, uint32_t from,
-                                 uint32_t to) {
+/* Release: the blocks of [from, to) whose second word (the mark) the
+ * discard of the whole OS pages in [their start, `gone_end`) did not reach
+ * lose it; read first, so a part nobody touched stays unmapped. */
+static void page_unmark_outside(const hz_page_t *page, uint32_t from,
+                                uint32_t to, uintptr_t gone_end) {
   size_t size = page->block_size, os_page = hz_os_page_size();
   uintptr_t start = (uintptr_t)hz_page_start(page);
   uintptr_t a = HZ_ALIGN_UP(start + (size_t)from * size, os_page);
-  uintptr_t b = (start + (size_t)to * size) & ~(uintptr_t)(os_page - 1);
-  /* the first block whose word lies at or past b */
-  uint32_t past =
-      b > a ? (uint32_t)((b - start - sizeof(uintptr_t) + size - 1) / size)
-            : to;
+  uintptr_t b = gone_end & ~(uintptr_t)(os_page - 1);
   for (uint32_t i = from; i < to; i++) {
     uintptr_t *word = (uintptr_t *)(start + (size_t)i * size) + 1;
     if (b > a && (uintptr_t)word >= a && (uintptr_t)word < b) {
-      i = past - 1; /* those words read as zeros now */
+      /* the first block whose word lies at or past b: those between read
+       * as zeros now */
+      i = (uint32_t)((b - start - sizeof(uintptr_t) + size - 1) / size) - 1;
       continue;
     }
     if (*word != 0) *word = 0;
   }
+}
+
+/* The free run [from, to) was given back (whole OS pages inside it). */
+static void page_unmark_run_ends(const hz_page_t *page, uint32_t from,
+                                 uint32_t to) {
+  page_unmark_outside(page, from, to,
+                      (uintptr_t)hz_page_start(page) +
+                          (size_t)to * page->block_size);
+}
+
+/* Release, the part never carved given back at once (whole OS pages from
+ * `capacity` to the page's end): the marks left resident at its start go
+ * too, and no block carved from now on holds one (tail_unmarked). */
+static void page_unmark_tail(hz_page_t *page) {
+  page_unmark_outside(page, page->capacity, page->reserved,
+                      (uintptr_t)hz_page_end(page));
+  page->tally->tail_unmarked = true;
 }
 
 /* Release, a flagged page (every free to it asks its bit), its memory
@@ -112,6 +127,8 @@ void hz_page_discard_free(hz_page_t *page, bool lazy) {
   size_t size = page->block_size;
   uint8_t *start = hz_page_start(page);
   discard_range(start + (size_t)page->capacity * size, hz_page_end(page), lazy);
+  if (!HZ_SECURE && !lazy && !page->tally->tail_unmarked)
+    page_unmark_tail(page);
   size_t keep = HZ_SECURE ? 2 * sizeof(void *) : 0; /* the free mark */
   if (HZ_SECURE && size < 2 * hz_os_page_size()) return;
   for (uint32_t i = 0; i < page->capacity; i++) {
@@ -131,6 +148,7 @@ void hz_page_discard_free(hz_page_t *page, bool lazy) {
 void hz_page_purged_refilled(hz_page_t *page) {
   if (page->tally->used != page->capacity) return; /* free blocks left */
   page->purged = 0;
+  page->tally->marks_gone = false; /* a block back from now on keeps it */
   hz_page_set_flag(page, HZ_PAGE_PURGED, false);
 }
 

@@ -60,11 +60,15 @@ typedef struct {
   uint16_t used;      /* blocks handed out and not back (see above) */
   uint16_t bits_from; /* no free bit in the words below this one */
   /* No block past `capacity` holds a free mark: the page's memory read
-   * as zeros when it was cut (hz_page_t.cut_zeroed), and only blocks that
-   * hold none are carved again (hz_page_uncarve). */
+   * as zeros when it was cut (hz_page_t.cut_zeroed), or the part never
+   * carved was given back and the marks left resident at its start taken
+   * (hz_page_discard_free); only blocks that hold none are carved again
+   * (hz_page_uncarve). */
   bool tail_unmarked;
   /* No free block of the page holds a free mark: their memory was given
-   * back (hz_page_discard_free) and none came back since. */
+   * back (hz_page_discard_free); a block freed since lost its mark coming
+   * back (hz_page_put_index). Only on a page flagged HZ_PAGE_PURGED, and
+   * with tail_unmarked. */
   bool marks_gone;
   /* Bit i: block i free. Written by the owner with HZ_SHARED_SET: on a
    * page flagged HZ_PAGE_PURGED, a freeing thread reads its block's bit. */
@@ -247,15 +251,27 @@ HZ_INLINE bool hz_page_free_now(const hz_page_t *page, uint32_t index) {
   return (word >> (index % 64)) & 1;
 }
 
-/* Block `index` (carved, handed out) comes back: its bit is set. False,
- * nothing changed, when it is set already (a double free). The caller
- * lowers `used`. */
-HZ_INLINE bool hz_page_put_index(hz_page_t *page, uint32_t index) {
+/* A block the program freed carries its free mark; coming back to a page
+ * none of whose free blocks holds one (marks_gone) it loses it, so the
+ * page stays so: its memory is resident (the program just had it), and
+ * the page is flagged HZ_PAGE_PURGED, every free to it asking its bit. */
+HZ_INLINE void hz_page_unmark_returned(const hz_page_t *page, uint32_t index) {
+  ((uintptr_t *)(hz_page_start(page) + (size_t)index * page->block_size))[1] =
+      0;
+}
+
+/* Block `index` (carved, handed out) comes back: its bit is set. `marked`:
+ * the program freed it (it carries its mark); false for one a bin never
+ * handed out below its fresh_end (none, and maybe memory nobody touched).
+ * False, nothing changed, when the bit is set already (a double free).
+ * The caller lowers `used`. */
+HZ_INLINE bool hz_page_put_index(hz_page_t *page, uint32_t index, bool marked) {
   uint64_t bit = (uint64_t)1 << (index % 64);
   uint64_t *word = &page->tally->bits[index / 64];
   if (HZ_UNLIKELY(*word & bit)) return false;
   HZ_SHARED_SET(*word, *word | bit);
-  page->tally->marks_gone = false;
+  if (HZ_UNLIKELY(page->tally->marks_gone) && marked)
+    hz_page_unmark_returned(page, index);
   if (index / 64 < page->tally->bits_from)
     page->tally->bits_from = (uint16_t)(index / 64);
   return true;
@@ -268,8 +284,9 @@ HZ_INLINE uint64_t hz_page_run_mask(uint32_t w, uint32_t from, uint32_t to) {
   return (~(uint64_t)0 >> (63 - high)) & (~(uint64_t)0 << low);
 }
 
-/* Blocks from..to (from < to, all carved and handed out) come back: their
- * bits set, a word at a time. False, nothing changed, when a bit of them
+/* Blocks from..to (from < to, all carved, handed out and freed by the
+ * program) come back: their bits set, a word at a time, their marks taken
+ * on a marks_gone page (hz_page_put_index). False, nothing changed, when a bit of them
  * is set already (a double free): the caller puts them one by one. The
  * caller lowers `used`. */
 HZ_INLINE bool hz_page_put_run(hz_page_t *page, uint32_t from, uint32_t to) {
@@ -278,7 +295,9 @@ HZ_INLINE bool hz_page_put_run(hz_page_t *page, uint32_t from, uint32_t to) {
     if (HZ_UNLIKELY(bits[w] & hz_page_run_mask(w, from, to))) return false;
   for (uint32_t w = from / 64; w <= to / 64; w++)
     HZ_SHARED_SET(bits[w], bits[w] | hz_page_run_mask(w, from, to));
-  page->tally->marks_gone = false;
+  if (HZ_UNLIKELY(page->tally->marks_gone))
+    for (uint32_t i = from; i <= to; i++)
+      hz_page_unmark_returned(page, i);
   if (from / 64 < page->tally->bits_from)
     page->tally->bits_from = (uint16_t)(from / 64);
   return true;

@@ -335,14 +335,15 @@ static HZ_NOINLINE void heap_send_home(hz_heap_t *heap, hz_page_t *page,
   HZ_SHARED_ADD(heap->stats.bin_blocks_sent, 1);
 }
 
-/* Put a block of ours (a block start) back on its page; with `uncarve`,
- * the page's last carved block is carved again later instead
- * (hz_page_uncarve). A block whose bit is set already was freed twice:
- * reported, and not counted again. */
+/* Put a block of ours (a block start) back on its page. `marked`: the
+ * program freed it (hz_page_put_index); one that holds no mark, never
+ * handed out, is carved again later instead when it is the page's last
+ * carved (hz_page_uncarve). A block whose bit is set already was freed
+ * twice: reported, and not counted again. */
 HZ_INLINE void page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block,
-                        bool uncarve) {
-  if (!(uncarve && hz_page_uncarve(page, block)) &&
-      !hz_page_put_index(page, hz_page_index(page, block))) {
+                        bool marked) {
+  if (!(!marked && hz_page_uncarve(page, block)) &&
+      !hz_page_put_index(page, hz_page_index(page, block), marked)) {
     hz_heap_double_free(page, block);
     return;
   }
@@ -352,15 +353,16 @@ HZ_INLINE void page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block,
 /* A block of a bin goes back: onto its page, or, a block of the shared
  * pages, home through the stash. */
 HZ_INLINE void bin_block_put(hz_heap_t *heap, hz_page_t *page,
-                             hz_block_t *block, bool uncarve) {
+                             hz_block_t *block, bool marked) {
   if (HZ_UNLIKELY(hz_page_heap(page) != heap))
     heap_send_home(heap, page, block);
   else
-    page_put(heap, page, block, uncarve);
+    page_put(heap, page, block, marked);
 }
 
-void hz_heap_page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
-  bin_block_put(heap, page, block, false);
+void hz_heap_page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block,
+                      bool marked) {
+  bin_block_put(heap, page, block, marked);
 }
 
 static size_t bin_capacity_of(const hz_bin_t *bin) {
@@ -374,7 +376,7 @@ static size_t bin_capacity_of(const hz_bin_t *bin) {
  * mostly come from a few pages, in runs). The shared pages' blocks go into
  * out[] when it is given (how many is returned), else home. */
 static unsigned heap_put_blocks(hz_heap_t *heap, void *const *blocks, size_t n,
-                                bool uncarve, void **out) {
+                                bool marked, void **out) {
   hz_page_t *page = NULL;
   uintptr_t start = 0, area = 0;
   uint32_t back = 0;
@@ -392,11 +394,11 @@ static unsigned heap_put_blocks(hz_heap_t *heap, void *const *blocks, size_t n,
     }
     if (HZ_UNLIKELY(!ours)) {
       if (out != NULL)
-        out[shared++] = block;
+        out[shared++] = hz_entry_of(block, marked);
       else
         heap_send_home(heap, page, block);
-    } else if ((uncarve && hz_page_uncarve(page, block)) ||
-               hz_page_put_index(page, hz_page_index(page, block))) {
+    } else if ((!marked && hz_page_uncarve(page, block)) ||
+               hz_page_put_index(page, hz_page_index(page, block), marked)) {
       back++;
     } else {
       hz_heap_double_free(page, block);
@@ -417,8 +419,8 @@ HZ_INLINE unsigned bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n,
   if (fresh > n) fresh = n;
   unsigned shared = 0;
   if (HZ_UNLIKELY(fresh != 0))
-    shared = heap_put_blocks(heap, bin->base, fresh, true, out);
-  shared += heap_put_blocks(heap, bin->base + fresh, n - fresh, false,
+    shared = heap_put_blocks(heap, bin->base, fresh, false, out);
+  shared += heap_put_blocks(heap, bin->base + fresh, n - fresh, true,
                             out == NULL ? NULL : out + shared);
   size_t left = hz_bin_count(bin) - n;
   memmove(bin->base, bin->base + n, left * sizeof bin->base[0]);
@@ -489,11 +491,19 @@ void hz_heap_free_full_bin(void *p, hz_heap_t *heap, hz_page_t *page) {
   hz_heap_free_spilling(heap, page, p, NULL);
 }
 
+/* The ladder's entries[0..n) home (the heap entered). */
+static void heap_send_entries(hz_heap_t *heap, void *const *entries,
+                              unsigned n) {
+  for (unsigned i = 0; i < n; i++) {
+    void *block = hz_entry_block(entries[i]);
+    heap_send_home(heap, hz_segment_block_page(block), block);
+  }
+}
+
 void hz_heap_send_shared(hz_heap_t *heap, void *const *blocks, unsigned n) {
   if (n == 0) return;
   hz_heap_enter(heap);
-  for (unsigned i = 0; i < n; i++)
-    heap_send_home(heap, hz_segment_block_page(blocks[i]), blocks[i]);
+  heap_send_entries(heap, blocks, n);
   hz_heap_leave(heap);
 }
 
@@ -575,7 +585,7 @@ HZ_INLINE drain_result_t drain_block(drain_t *d, const hz_block_t *block) {
   if (!drain_locate(d, block)) return DRAIN_SPOILT;
   uint32_t index = hz_page_index(d->page, block);
   if (HZ_UNLIKELY(index >= d->page->capacity)) return DRAIN_SPOILT;
-  if (HZ_UNLIKELY(!hz_page_put_index(d->page, index))) {
+  if (HZ_UNLIKELY(!hz_page_put_index(d->page, index, true))) {
     hz_heap_double_free(d->page, block); /* freed again by another thread */
     return DRAIN_TWICE;
   }
@@ -920,19 +930,26 @@ HZ_INLINE bool heap_fill_bin(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
   return taken != 0;
 }
 
-/* The blocks the ladder held go into the bin of `cls` (empty): the top of
- * the batch is handed out first. */
+/* The entries the ladder held go into the bin of `cls` (empty): the blocks
+ * that hold no mark below its fresh_end, the others above, whose top is
+ * handed out first. */
 static void heap_take_given(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
                             const refill_from_t *from) {
   unsigned n = from->given_count;
   size_t room = (size_t)(bin->limit - bin->top);
   unsigned fit = n < room ? n : (unsigned)room;
   if (heap->refills_shared[cls] == 0) heap_turn_shared(heap, cls, 1);
-  memcpy(bin->top, from->given, fit * sizeof(void *));
+  void **batch = bin->top;
+  uint32_t unmarked = 0;
+  for (unsigned i = 0; i < fit; i++)
+    if (!hz_entry_marked(from->given[i]))
+      batch[unmarked++] = hz_entry_block(from->given[i]);
+  for (unsigned i = 0, at = unmarked; i < fit; i++)
+    if (hz_entry_marked(from->given[i])) batch[at++] = from->given[i];
+  bin_hold_unmarked(bin, batch, unmarked);
   bin->top += fit;
   hz_bin_moved(bin, fit);
-  for (unsigned i = fit; i < n; i++) /* no room: cannot happen, but home */
-    heap_send_home(heap, hz_segment_block_page(from->given[i]), from->given[i]);
+  heap_send_entries(heap, from->given + fit, n - fit); /* no room: never */
 }
 
 HZ_INLINE void *heap_malloc(hz_heap_t *heap, size_t size,

@@ -264,19 +264,39 @@ bool hz_heap_sample_turn(hz_heap_t *heap, uint8_t cls);
  * refilling from the shared pages. */
 void *hz_heap_malloc_sample(hz_heap_t *heap, size_t size);
 /* The same, with the bin of the class (empty) filled from blocks[0..n),
- * the shared pages' blocks the ladder held (cpu_cache box). */
+ * the shared pages' blocks the ladder held (cpu_cache box), as entries
+ * (below). */
 void *hz_heap_malloc_given(hz_heap_t *heap, size_t size, void *const *blocks,
                            unsigned n);
 /* The bin of p's class is full as p, a block of `page`, is freed into it:
  * the older half of the bin leaves, the heap's own blocks onto their pages
- * and the shared pages' into out[] (how many: at most HZ_BIN_SLOTS / 2,
- * for the ladder to take; out NULL: home to their class heaps), then p
- * goes in. */
+ * and the shared pages' into out[] as entries (how many: at most
+ * HZ_BIN_SLOTS / 2, for the ladder to take; out NULL: home to their class
+ * heaps), then p goes in. */
 unsigned hz_heap_free_spilling(hz_heap_t *heap, hz_page_t *page, void *p,
                                void **out);
-/* The shared pages' blocks[0..n), free and marked, home to their class's
- * heap through the stash (the ladder's last rung). */
+/* The shared pages' entries blocks[0..n), free, home to their class's heap
+ * through the stash (the ladder's last rung). */
 void hz_heap_send_shared(hz_heap_t *heap, void *const *blocks, unsigned n);
+
+/* An entry of the ladder: a free block of the shared pages, its low bit
+ * set when the block holds no free mark (a bin's below its fresh_end,
+ * never handed out, maybe memory nobody touched): the bin that takes it
+ * keeps it below its own fresh_end, and nothing is written into it. The
+ * ladder carries entries and never reads them. */
+#define HZ_ENTRY_UNMARKED ((uintptr_t)1)
+
+HZ_INLINE void *hz_entry_of(void *block, bool marked) {
+  return marked ? block : (void *)((uintptr_t)block | HZ_ENTRY_UNMARKED);
+}
+
+HZ_INLINE bool hz_entry_marked(const void *entry) {
+  return ((uintptr_t)entry & HZ_ENTRY_UNMARKED) == 0;
+}
+
+HZ_INLINE void *hz_entry_block(const void *entry) {
+  return (void *)((uintptr_t)entry & ~HZ_ENTRY_UNMARKED);
+}
 /* Every free the fast path did not finish. For the empty heap (a thread
  * without one) it returns the block to give a heap; otherwise NULL. */
 struct hz_block_s *hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg,

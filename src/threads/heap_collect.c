@@ -91,8 +91,10 @@ static void heap_take_bins(hz_heap_t *heap) {
     volatile hz_bin_t *bin = &heap->bins[c];
     void **end = bin->top - 1;
     if (end > bin->base) end = bin->base;
+    void **fresh_end = bin->fresh_end; /* below it: never handed out */
     for (void **slot = old_base[c]; slot < end; slot++) {
-      hz_heap_page_put(heap, hz_segment_block_page(*slot), *slot);
+      hz_heap_page_put(heap, hz_segment_block_page(*slot), *slot,
+                       slot >= fresh_end);
       HZ_SHARED_ADD(heap->stats.bin_blocks_taken, 1);
     }
     if (end > old_base[c]) hz_bin_moved(&heap->bins[c], old_base[c] - end);

@@ -14,8 +14,10 @@ HZ_INLINE bool hz_heap_page_is_retired(const hz_page_t *page) {
 }
 
 /* From heap.c, for the box's other files. */
-/* Put a block of a bin back: on its page, or home (the shared pages). */
-void hz_heap_page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block);
+/* Put a block of a bin back: on its page, or home (the shared pages).
+ * `marked`: it was not below the bin's fresh_end (hz_page_put_index). */
+void hz_heap_page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block,
+                      bool marked);
 /* Return the `n` oldest blocks of a bin to their pages. */
 void hz_heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n);
 /* Return every block of a bin to its page, never writing into one that
