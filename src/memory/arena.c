@@ -95,10 +95,13 @@ void *hz_arena_take(void) {
   return seg;
 }
 
+void hz_arena_discard(void *seg) {
+  hz_os_discard(seg, HZ_SEGMENT_SIZE, false);
+}
+
 void hz_arena_give(void *seg) {
   uintptr_t start = hz_arena.start;
   size_t index = ((uintptr_t)seg - start) >> HZ_SEGMENT_SHIFT;
-  hz_os_discard(seg, HZ_SEGMENT_SIZE, false);
   arena_free[index / 64] |= (uint64_t)1 << (index % 64);
   arena_in_use -= HZ_SEGMENT_SIZE;
 }

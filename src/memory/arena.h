@@ -43,9 +43,13 @@ HZ_INLINE bool hz_arena_holds(const void *p) {
 /* A 4 MiB segment of the reservation, readable and writable, reading as
  * zeros; NULL when the reservation is full or was refused. */
 void *hz_arena_take(void);
-/* A segment back (all its pages free): its memory goes back to the
- * kernel, and it is handed out again before any new one. */
+/* A segment back (all its pages free), its memory given back to the
+ * kernel already (hz_arena_discard, outside the caller's lock): it is
+ * handed out again before any new one. */
 void hz_arena_give(void *seg);
+/* Give a segment's memory back before hz_arena_give (no lock needed: the
+ * segment is nobody's). */
+void hz_arena_discard(void *seg);
 /* The huge-page advice a fresh range of segments starts with (the
  * reservation, and segments the segment box maps on their own). */
 void hz_arena_advise(void *start, size_t size);

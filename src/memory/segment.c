@@ -203,36 +203,46 @@ static hz_segment_t *segment_acquire(void) {
   return seg;
 }
 
-/* Unlinked from everything; back to the arena (whose discard makes it read
- * as zeros: no page in use) or the kernel. */
-static void segment_return(hz_segment_t *seg) {
-  all_unlink(seg);
-  atomic_fetch_sub_explicit(&segment_live, 1, memory_order_relaxed);
-  if (seg->mapped) {
-    map_set(seg, 0);
-    hz_os_unmap(seg, HZ_SEGMENT_SIZE);
-  } else {
-    if (seg->huge != 0) hz_arena_advise(seg, HZ_SEGMENT_SIZE);
-    hz_arena_give(seg);
-  }
-}
-
-/* Give back the cached segments beyond the first `keep` (the cache is
- * newest first, so the oldest go). */
-static void segment_cache_trim(size_t keep) {
-  hz_segment_t **link = &segment_cache;
+/* Segments the cache let go: unlinked from everything under the segment
+ * lock (segment_cache_cut), given back outside it (segments_give_back), so
+ * no thread that wants the lock waits for their system calls. */
+static hz_segment_t *segment_cache_cut(size_t keep) {
+  hz_segment_t **link = &segment_cache, *gone = NULL;
   size_t kept = 0;
   while (*link != NULL) {
     hz_segment_t *seg = *link;
-    if (kept < keep) {
+    if (kept < keep || seg->pinned) { /* the purge's: the next trim's */
       kept++;
       link = &seg->next;
       continue;
     }
     *link = seg->next;
-    segment_return(seg);
+    all_unlink(seg);
+    atomic_fetch_sub_explicit(&segment_live, 1, memory_order_relaxed);
+    seg->next = gone;
+    gone = seg;
   }
   segment_cache_count = kept;
+  return gone;
+}
+
+/* Back to the kernel, or to the arena (whose discard makes it read as
+ * zeros: no page in use), each of the cut segments. */
+static void segments_give_back(hz_segment_t *gone) {
+  while (gone != NULL) {
+    hz_segment_t *seg = gone;
+    gone = seg->next;
+    if (seg->mapped) {
+      map_set(seg, 0);
+      hz_os_unmap(seg, HZ_SEGMENT_SIZE);
+      continue;
+    }
+    if (seg->huge != 0) hz_arena_advise(seg, HZ_SEGMENT_SIZE);
+    hz_arena_discard(seg);
+    hz_lock(&segment_lock);
+    hz_arena_give(seg);
+    hz_unlock(&segment_lock);
+  }
 }
 
 static void segment_release(hz_segment_t *seg) {
@@ -241,8 +251,9 @@ static void segment_release(hz_segment_t *seg) {
   seg->next = segment_cache;
   segment_cache = seg;
   segment_cache_count++;
-  segment_cache_trim(SEGMENT_CACHE_MAX);
+  hz_segment_t *gone = segment_cache_cut(SEGMENT_CACHE_MAX);
   hz_unlock(&segment_lock);
+  segments_give_back(gone);
 }
 
 /* ---------------------------------------------------------------------------
@@ -313,8 +324,9 @@ static void segment_purge_one(hz_segment_t *seg, bool all, bool force) {
   }
 }
 
-/* One segment's lock at a time, under the segment lock, so the owners
- * wait at most for one segment's madvise. */
+/* One segment at a time, under its lock (its owner waits at most for that
+ * segment's madvise), with the segment lock let go meanwhile: the segment
+ * is pinned, kept linked, so the walk goes on from it. */
 uint64_t hz_segment_purge(uint64_t now, bool force) {
   hz_lock(&segment_lock);
   atomic_store_explicit(&purge_next_due, UINT64_MAX, memory_order_relaxed);
@@ -326,15 +338,20 @@ uint64_t hz_segment_purge(uint64_t now, bool force) {
       if (due < next) next = due;
       continue;
     }
+    seg->pinned = 1;
+    hz_unlock(&segment_lock);
     hz_lock(&seg->lock);
     segment_purge_one(seg, false, force);
     due = seg->dirty_slices == 0 ? 0 : hz_segment_purge_due_from(now);
     HZ_SHARED_SET(seg->purge_due, due); /* held back by a huge page */
     hz_unlock(&seg->lock);
+    hz_lock(&segment_lock);
+    seg->pinned = 0;
     if (due != 0 && due < next) next = due;
   }
-  if (force) segment_cache_trim(0);
+  hz_segment_t *gone = force ? segment_cache_cut(0) : NULL;
   hz_unlock(&segment_lock);
+  segments_give_back(gone);
   purge_note_due(next);
   return atomic_load_explicit(&purge_next_due, memory_order_relaxed);
 }
@@ -556,12 +573,16 @@ static void segment_page_free(hz_page_t *page, bool now) {
   seg->used_slices &= ~bits;
   seg->dirty_slices |= bits;
   uint64_t due = HZ_SHARED_GET(seg->purge_due);
-  if (due == 0) {
+  if (hz_option(HZ_OPTION_PURGE_DELAY_MS) == 0) {
+    segment_purge_one(seg, true, false);
+  } else if (now) { /* the next purge round, not this thread's madvise */
+    seg->aged_slices |= bits;
+    due = hz_os_now_ms();
+    HZ_SHARED_SET(seg->purge_due, due);
+  } else if (due == 0) {
     due = hz_segment_purge_due_from(hz_os_now_ms());
     HZ_SHARED_SET(seg->purge_due, due);
   }
-  if (now || hz_option(HZ_OPTION_PURGE_DELAY_MS) == 0)
-    segment_purge_one(seg, true, false);
   hz_unlock(&seg->lock);
   purge_note_due(due);
   if (was_full) set_push(set, seg);
@@ -647,6 +668,8 @@ void hz_segment_fork_prepare(void) { hz_lock(&segment_lock); }
 void hz_segment_fork_parent(void) { hz_unlock(&segment_lock); }
 void hz_segment_fork_child(void) {
   hz_lock_reinit(&segment_lock);
-  for (hz_segment_t *seg = segment_all; seg != NULL; seg = seg->all_next)
+  for (hz_segment_t *seg = segment_all; seg != NULL; seg = seg->all_next) {
     hz_lock_reinit(&seg->lock);
+    seg->pinned = 0; /* the parent's purge thread is not here */
+  }
 }

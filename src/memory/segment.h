@@ -58,6 +58,7 @@ typedef struct hz_segment_s {
   uint8_t huge;        /* bit r: region r is backed by a huge page */
   uint8_t looked;      /* bit r: region r was found too sparse for one */
   uint8_t mapped;      /* mapped on its own, outside the arena */
+  uint8_t pinned;      /* the purge works on it: kept linked (segment lock) */
   uint16_t used_pages; /* large: 1 while its block is live */
   uint8_t zeroed;      /* large: the block area reads as zeros */
   size_t map_size;     /* bytes mapped from the segment start (large blocks) */
@@ -206,9 +207,10 @@ hz_page_t *hz_segment_page_alloc(hz_segment_set_t *set, hz_page_kind_t kind);
 hz_page_t *hz_segment_page_cut(hz_segment_set_t *set, hz_page_kind_t kind);
 /* Give a page with no live block back to its segment (its set's owner). */
 void hz_segment_page_free(hz_page_t *page);
-/* The same, and its slices' memory (with every other free slice of its
- * segment) goes back to the kernel at once, not a purge delay later: a page
- * its heap will not cut again soon. */
+/* The same, and its slices' memory goes back to the kernel at the next
+ * purge round, not a purge delay later: a page its heap will not cut again
+ * soon. The caller (a malloc or free, often) makes no system call: the
+ * madvise and the other threads' TLB flushes it brings are the purge's. */
 void hz_segment_page_give_back(hz_page_t *page);
 /* Give the set's empty segment back to the process (trim, collection). */
 void hz_segment_set_trim(hz_segment_set_t *set);
