@@ -18,31 +18,24 @@ fi
 runs=$1
 read -r -a command <<<"$2"
 shift 2
-build=${BENCH_BUILD:-$(cd "$(dirname "$0")/.." && pwd)/build}
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
-
-for ((round = 1; round <= runs; round++)); do
-  for spec in "$@"; do
-    name=${spec%%=*}
-    rest=${spec#*=}
-    lib=${rest%%,*}
-    settings=()
-    if [[ $rest == *,* ]]; then IFS=, read -r -a settings <<<"${rest#*,}"; fi
-    line=$(env BENCH_NO_PIN=1 "${settings[@]}" LD_PRELOAD="$lib" \
-      "$build/bench/${command[0]}" "${command[@]:1}" 2>/dev/null | tail -1)
-    ops=$(grep -o 'ops/s=[0-9.e+]*' <<<"$line" | cut -d= -f2)
-    rss=$(grep -o 'peak_rss_kb=[0-9]*' <<<"$line" | cut -d= -f2)
-    echo "$name ${ops:-nan} ${rss:-nan}" >>"$results"
-  done
-done
+source "$(dirname "$0")/rounds.sh"
+run_rounds "$runs" "$results" "${command[@]}" -- "$@"
 
 median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+# field NAME KEY: the KEY= values of NAME's runs, one a line (nan if none).
+field() {
+  awk -v n="$1" '$1 == n' "$results" | while read -r line; do
+    v=$(grep -o " $2=[0-9.e+]*" <<<" $line" | cut -d= -f2)
+    echo "${v:-nan}"
+  done
+}
 for spec in "$@"; do
   name=${spec%%=*}
-  ops=$(awk -v n="$name" '$1 == n {print $2}' "$results" | median)
-  rss=$(awk -v n="$name" '$1 == n {print $3}' "$results" | median)
-  all=$(awk -v n="$name" '$1 == n {printf " %.1f", $2 / 1e6}' "$results")
+  ops=$(field "$name" ops/s | median)
+  rss=$(field "$name" peak_rss_kb | median)
+  all=$(field "$name" ops/s | awk '{printf " %.1f", $1 / 1e6}')
   awk -v n="$name" -v o="$ops" -v r="$rss" -v a="$all" -v k="$runs" 'BEGIN {
     printf "%-12s ops/s %6.1fM  peak RSS %6.1f MiB  (%d runs:%s)\n",
       n, o / 1e6, r / 1024, k, a }'

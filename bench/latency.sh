@@ -22,22 +22,10 @@ while [ $# -gt 0 ] && [ "$1" != -- ]; do
   shift
 done
 [ "${1:-}" = -- ] && shift
-build=${BENCH_BUILD:-$(cd "$(dirname "$0")/.." && pwd)/build}
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
-
-for ((round = 1; round <= runs; round++)); do
-  for spec in "${specs[@]}"; do
-    name=${spec%%=*}
-    rest=${spec#*=}
-    lib=${rest%%,*}
-    settings=()
-    if [[ $rest == *,* ]]; then IFS=, read -r -a settings <<<"${rest#*,}"; fi
-    line=$(env BENCH_NO_PIN=1 "${settings[@]}" LD_PRELOAD="$lib" \
-      "$build/bench/latency" "$@" 2>/dev/null | tail -1)
-    echo "$name $line" >>"$results"
-  done
-done
+source "$(dirname "$0")/rounds.sh"
+run_rounds "$runs" "$results" latency "$@" -- "${specs[@]}"
 
 fields="all_p99_us all_p999_us all_p9999_us malloc_p999_us malloc_p9999_us
 free_p999_us free_p9999_us minor_faults ops/s peak_rss_kb"
