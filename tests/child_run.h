@@ -6,6 +6,7 @@
 #define HZ_TEST_CHILD_RUN_H
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,23 @@
 #include <unistd.h>
 
 extern char **environ;
+
+/* One line on stderr without stdio buffers or malloc: a child that tests
+ * a misuse, or a signal handler, prints while the allocator may be broken
+ * or busy. */
+static inline void child_say(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+static inline void child_say(const char *fmt, ...) {
+  char line[256];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if (n > (int)sizeof line - 2) n = (int)sizeof line - 2;
+  line[n++] = '\n';
+  (void)!write(2, line, (size_t)n);
+}
 
 typedef struct {
   char *err;  /* everything the child wrote to stderr, NUL-terminated */

@@ -32,6 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "child_run.h"
 #include "check.h"
 #include "lock.h" /* the library's: which lock the hook is called at */
 
@@ -57,25 +58,10 @@ static void (*volatile xfree)(void *) = free;
 /* ---------------------------------------------------------------------------
  * Child side
  * ------------------------------------------------------------------------- */
-/* One line on stderr (the pipe), without stdio buffers or allocation. */
-static void child_print(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-static void child_print(const char *fmt, ...) {
-  char line[256];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(line, sizeof line - 1, fmt, ap);
-  va_end(ap);
-  if (n < 0) return;
-  if (n > (int)sizeof line - 2) n = (int)sizeof line - 2;
-  line[n++] = '\n';
-  (void)!write(2, line, (size_t)n);
-}
-
-#define note_addr(p) child_print("note: addr %p", (const void *)(p))
+#define note_addr(p) child_say("note: addr %p", (const void *)(p))
 #define child_fail(...)                                                        \
   do {                                                                         \
-    child_print("fail: " __VA_ARGS__);                                         \
+    child_say("fail: " __VA_ARGS__);                                         \
     _exit(1);                                                                  \
   } while (0)
 
@@ -199,7 +185,7 @@ static void case_df_after_reuse(void) {
   void *p = xmalloc(64);
   xfree(p);
   void *q = xmalloc(64);
-  if (q != p) child_print("note: reuse gave %p, not %p", q, p);
+  if (q != p) child_say("note: reuse gave %p, not %p", q, p);
   xfree(q);
   note_addr(p);
   xfree(p); /* q is p: a double free; otherwise p is still free */
@@ -1184,7 +1170,7 @@ static void case_random_order(void) {
     uintptr_t d = a[i] > a[i - 1] ? a[i] - a[i - 1] : a[i - 1] - a[i];
     adjacent += d == 48;
   }
-  child_print("note: adjacent %d of %d", adjacent, N - 1);
+  child_say("note: adjacent %d of %d", adjacent, N - 1);
 }
 
 static void case_zero_on_free(void) {

@@ -60,23 +60,9 @@ static void (*volatile xfree)(void *) = free;
 /* ---------------------------------------------------------------------------
  * Child side
  * ------------------------------------------------------------------------- */
-/* One line on stderr without stdio or malloc (the handler prints too). */
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void say(const char *fmt, ...) {
-  char line[256];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(line, sizeof line - 1, fmt, ap);
-  va_end(ap);
-  if (n < 0) return;
-  if (n > (int)sizeof line - 2) n = (int)sizeof line - 2;
-  line[n++] = '\n';
-  (void)!write(2, line, (size_t)n);
-}
-
 #define fail(...)                                                              \
   do {                                                                         \
-    say("fail: " __VA_ARGS__);                                                 \
+    child_say("fail: " __VA_ARGS__);                                                 \
     _exit(1);                                                                  \
   } while (0)
 
