@@ -573,16 +573,12 @@ static void segment_page_free(hz_page_t *page, bool now) {
   seg->used_slices &= ~bits;
   seg->dirty_slices |= bits;
   uint64_t due = HZ_SHARED_GET(seg->purge_due);
-  if (hz_option(HZ_OPTION_PURGE_DELAY_MS) == 0) {
-    segment_purge_one(seg, true, false);
-  } else if (now) { /* the next purge round, not this thread's madvise */
-    seg->aged_slices |= bits;
-    due = hz_os_now_ms();
-    HZ_SHARED_SET(seg->purge_due, due);
-  } else if (due == 0) {
+  if (due == 0) {
     due = hz_segment_purge_due_from(hz_os_now_ms());
     HZ_SHARED_SET(seg->purge_due, due);
   }
+  if (now || hz_option(HZ_OPTION_PURGE_DELAY_MS) == 0)
+    segment_purge_one(seg, true, false);
   hz_unlock(&seg->lock);
   purge_note_due(due);
   if (was_full) set_push(set, seg);
