@@ -211,7 +211,7 @@ static hz_segment_t *segment_cache_cut(size_t keep) {
   size_t kept = 0;
   while (*link != NULL) {
     hz_segment_t *seg = *link;
-    if (kept < keep || seg->pinned) { /* the purge's: the next trim's */
+    if (kept < keep || seg->pinned != 0) { /* a purge's: the next trim's */
       kept++;
       link = &seg->next;
       continue;
@@ -338,7 +338,7 @@ uint64_t hz_segment_purge(uint64_t now, bool force) {
       if (due < next) next = due;
       continue;
     }
-    seg->pinned = 1;
+    seg->pinned++; /* a count: two purges (a trim's, the thread's) may meet */
     hz_unlock(&segment_lock);
     hz_lock(&seg->lock);
     segment_purge_one(seg, false, force);
@@ -346,7 +346,7 @@ uint64_t hz_segment_purge(uint64_t now, bool force) {
     HZ_SHARED_SET(seg->purge_due, due); /* held back by a huge page */
     hz_unlock(&seg->lock);
     hz_lock(&segment_lock);
-    seg->pinned = 0;
+    seg->pinned--;
     if (due != 0 && due < next) next = due;
   }
   hz_segment_t *gone = force ? segment_cache_cut(0) : NULL;

@@ -58,7 +58,6 @@ typedef struct hz_segment_s {
   uint8_t huge;        /* bit r: region r is backed by a huge page */
   uint8_t looked;      /* bit r: region r was found too sparse for one */
   uint8_t mapped;      /* mapped on its own, outside the arena */
-  uint8_t pinned;      /* the purge works on it: kept linked (segment lock) */
   uint16_t used_pages; /* large: 1 while its block is live */
   uint8_t zeroed;      /* large: the block area reads as zeros */
   size_t map_size;     /* bytes mapped from the segment start (large blocks) */
@@ -74,6 +73,7 @@ typedef struct hz_segment_s {
   uint64_t dirty_slices;
   uint64_t aged_slices;
   uint64_t purge_due; /* written under `lock`, read with HZ_SHARED_GET */
+  uint32_t pinned;    /* purges working on it: kept linked (segment lock) */
   struct hz_segment_s *purge_next; /* large: the cache's purge queue */
   struct hz_segment_s *purge_prev;
   struct hz_segment_set_s *set; /* the owning heap's set, NULL if none */
