@@ -211,8 +211,9 @@ void hz_segment_page_free(hz_page_t *page);
  * segment) goes back to the kernel at once, not a purge delay later: a page
  * its heap will not cut again soon. The caller makes the madvise (a malloc
  * or free, often: keeping the page for the next purge round instead cut
- * bench/latency's p99.99 from 129 to 58 us but raised larson's peak RSS
- * from 12.0 to 14.2 MiB and mt_remote T16's from 36 to 43 MiB). */
+ * bench/latency's p99.99 from 158 to 72 us but raised larson's peak RSS
+ * from 11.6 to 14.5 MiB and mt_remote T16's from 36 to 45 MiB, in the runs
+ * docs/DESIGN.md cites). */
 void hz_segment_page_give_back(hz_page_t *page);
 /* Give the set's empty segment back to the process (trim, collection). */
 void hz_segment_set_trim(hz_segment_set_t *set);
