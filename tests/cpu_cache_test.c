@@ -37,6 +37,11 @@
  *     kernel then leaves cpu_id at -1 and mm_cid at 0 and restarts no
  *     section) trade shared blocks: none is ever held by both (they skip
  *     the caches);
+ *   - lent: a thread's pages of a class that then turns shared empty, and
+ *     the class's new pages are cut where they were: in the thread's own
+ *     segments, lent to the class heap; once the class heap gives them
+ *     back (hz_collect), the thread's next slow path frees them into their
+ *     segments and none is out;
  *   - alone (argument "alone"): while more than HZ_SHARED_PAGES (4)
  *     threads a CPU hold a heap, threads that start make their first
  *     mallocs and frees without one (written blocks of the shared pages,
@@ -192,6 +197,63 @@ static void routes(void) {
   CHECK(!hz_central_holds(hz_segment_block_page(route_block)));
   CHECK_MSG(summary().front.cached_blocks == held,
             "a block of a thread's page went onto the ladder");
+  hz_collect(true);
+}
+
+/* --- lent -----------------------------------------------------------------
+ */
+enum { LENT_SIZE = 3000, LENT_BLOCKS = 200 };
+
+/* The blocks of blocks[] that lie on the shared pages, and of those how
+ * many on pages cut from `set`, flagged lent. */
+static void lent_count(void **blocks, const hz_segment_set_t *set,
+                       int *shared, int *lent) {
+  *shared = *lent = 0;
+  for (int i = 0; i < LENT_BLOCKS; i++) {
+    hz_page_t *page = hz_segment_block_page(blocks[i]);
+    if (!hz_central_holds(page)) continue;
+    (*shared)++;
+    *lent += page->lent && hz_segment_set_of_page(page) == set;
+  }
+}
+
+static void *lent_thread(void *arg) {
+  (void)arg;
+  static void *blocks[LENT_BLOCKS];
+  hz_heap_t *heap = hz_heap_current();
+  set_route(LENT_SIZE, HZ_CENTRAL_THREAD);
+  for (int i = 0; i < LENT_BLOCKS; i++)
+    blocks[i] = hz_malloc(LENT_SIZE);
+  heap = hz_heap_current();
+  set_route(LENT_SIZE, HZ_CENTRAL_SHARED);
+  for (int i = 0; i < LENT_BLOCKS; i++)
+    hz_free(blocks[i]);
+  for (int i = 0; i < LENT_BLOCKS; i++)
+    blocks[i] = hz_malloc(LENT_SIZE);
+  int shared, lent;
+  lent_count(blocks, &heap->segments, &shared, &lent);
+  CHECK_MSG(shared > 0, "no block of the class came from the shared pages");
+  CHECK_MSG(lent == shared,
+            "%d of %d blocks of the shared pages were cut elsewhere than in "
+            "the thread's segments",
+            shared - lent, shared);
+  CHECK(atomic_load(&heap->lent) > 0);
+  for (int i = 0; i < LENT_BLOCKS; i++)
+    hz_free(blocks[i]);
+  hz_collect(true); /* the class heap gives its pages back */
+  hz_free(hz_malloc(LENT_SIZE + 4096)); /* a slow path of the thread's */
+  CHECK_MSG(atomic_load(&heap->lent) == 0 &&
+                atomic_load(&heap->returned) == NULL,
+            "%u lent pages still out after the class heap gave them back",
+            (unsigned)atomic_load(&heap->lent));
+  set_route(LENT_SIZE, HZ_CENTRAL_THREAD);
+  return NULL;
+}
+
+static void lent(void) {
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, lent_thread, NULL) == 0);
+  pthread_join(t, NULL);
   hz_collect(true);
 }
 
@@ -870,6 +932,7 @@ int main(int argc, char **argv) {
   }
   decision();
   routes();
+  lent();
   ladder();
   bool migrated = stopped();
   restarts(false, false);

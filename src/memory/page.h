@@ -117,7 +117,11 @@ typedef struct hz_page_s {
     uint16_t refill_notes;
   };
   uint8_t cut_zeroed; /* segment's: cut from slices that read as zeros */
-  uint8_t unused8;
+  /* Its slices are in a segment of another heap's set than its owner's:
+   * a shared pages' heap cut it from the set of the thread whose refill
+   * needed it (heap.c, "Lent pages"). Set as it is cut, kept while the
+   * page is its owner's, cleared when its slices go back. */
+  uint8_t lent;
   uint32_t emptied_at; /* its heap's slow paths when it emptied */
   /* Owner heap | flags, 0 when the page is free. The free fast path
    * compares it with the current heap: equal means ours and no flag set. */

@@ -247,7 +247,7 @@ static void segments_give_back(hz_segment_t *gone) {
 
 static void segment_release(hz_segment_t *seg) {
   hz_lock(&segment_lock);
-  seg->set = NULL;
+  HZ_SHARED_SET(seg->set, NULL);
   seg->next = segment_cache;
   segment_cache = seg;
   segment_cache_count++;
@@ -464,7 +464,7 @@ static placement_t set_place(const hz_segment_set_t *set, unsigned n) {
 }
 
 static void set_push(hz_segment_set_t *set, hz_segment_t *seg) {
-  seg->set = set;
+  HZ_SHARED_SET(seg->set, set);
   seg->prev = NULL;
   seg->next = set->room;
   if (set->room != NULL) set->room->prev = seg;
@@ -592,6 +592,10 @@ static void segment_page_free(hz_page_t *page, bool now) {
 }
 
 void hz_segment_page_free(hz_page_t *page) { segment_page_free(page, false); }
+
+hz_segment_set_t *hz_segment_set_of_page(const hz_page_t *page) {
+  return HZ_SHARED_GET(hz_segment_of_page(page)->set);
+}
 
 void hz_segment_page_give_back(hz_page_t *page) {
   segment_page_free(page, true);

@@ -218,6 +218,9 @@ void hz_segment_page_give_back(hz_page_t *page);
 /* Give the set's empty segment back to the process (trim, collection). */
 void hz_segment_set_trim(hz_segment_set_t *set);
 hz_segment_t *hz_segment_of_page(const hz_page_t *page);
+/* The set whose segment holds `page`: stable while the page is cut (a
+ * segment with a page in it never leaves its set), so any thread may ask. */
+hz_segment_set_t *hz_segment_set_of_page(const hz_page_t *page);
 
 /* Secure variants: make the guard pages of a fresh mapping of map_size
  * bytes (after the header, and the last page) inaccessible. */

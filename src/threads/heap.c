@@ -153,17 +153,74 @@ static bool page_only_empties(const hz_heap_t *heap, const hz_page_t *page) {
          (shared == 2 && page != heap->queues[page->class_id].first);
 }
 
+/* ---------------------------------------------------------------------------
+ * Lent pages
+ *
+ * A shared pages' heap cuts its fresh pages from the segments of the
+ * thread whose refill needs them (its `lender` for the length of the
+ * refill, which runs in that thread's slow path), not from segments of its
+ * own: when a class turns shared, the thread's own pages of it go back to
+ * their segments as they empty, their memory still resident, and the
+ * class's new pages are cut there again instead of faulting in fresh
+ * memory for the whole live set a second time. A page's slices go back
+ * into its segment only by the owner of the segment's set, so the shared
+ * heap hands a lent page it gives back to that heap (`returned`), whose
+ * next slow path or collection frees it; a heap with a page out (`lent`)
+ * is not retired, its set being where the page goes back.
+ * ------------------------------------------------------------------------- */
+static hz_heap_t *heap_of_set(hz_segment_set_t *set) {
+  return (hz_heap_t *)(void *)((char *)set - offsetof(hz_heap_t, segments));
+}
+
+/* A lent page with no live block onto its lender's `returned`: flagged
+ * retired (a free to it is reported) until the lender frees it. */
+static void lent_page_return(hz_page_t *page) {
+  hz_heap_t *lender = heap_of_set(hz_segment_set_of_page(page));
+  hz_page_set_flag(page, HZ_PAGE_RETIRED, true);
+  hz_page_t *head =
+      atomic_load_explicit(&lender->returned, memory_order_relaxed);
+  do {
+    page->next = head;
+  } while (!atomic_compare_exchange_weak_explicit(
+      &lender->returned, &head, page, memory_order_release,
+      memory_order_relaxed));
+}
+
+void hz_heap_take_returned(hz_heap_t *heap) {
+  if (atomic_load_explicit(&heap->returned, memory_order_relaxed) == NULL)
+    return;
+  hz_page_t *page =
+      atomic_exchange_explicit(&heap->returned, NULL, memory_order_acquire);
+  while (page != NULL) {
+    hz_page_t *next = page->next;
+    hz_segment_page_free(page);
+    atomic_fetch_sub_explicit(&heap->lent, 1, memory_order_relaxed);
+    page = next;
+  }
+}
+
+/* `page` (no live block) back to its segment, its memory at once or a
+ * purge delay later; a lent one to its lender. */
+static void heap_page_give(hz_page_t *page, bool at_once) {
+  if (page->lent)
+    lent_page_return(page);
+  else if (at_once)
+    hz_segment_page_give_back(page);
+  else
+    hz_segment_page_free(page);
+}
+
 /* Keep an empty page for reuse, or give it back to its segment. A spare
  * page is flagged retired: the free fast path leaves it to the generic
  * path, which reports any free to it (all its blocks are free already). */
 static void heap_spare_push(hz_heap_t *heap, hz_page_t *page) {
   hz_page_kind_t kind = page_kind(page);
   if (page_only_empties(heap, page) || heap->gone) {
-    hz_segment_page_give_back(page);
+    heap_page_give(page, heap->gone);
     return;
   }
   if (heap->spare_count[kind] >= spare_max[kind]) {
-    hz_segment_page_free(page);
+    heap_page_give(page, false);
     return;
   }
   hz_page_set_flag(page, HZ_PAGE_RETIRED, true);
@@ -199,7 +256,7 @@ static bool heap_spares_free(hz_heap_t *heap) {
       hz_page_t *page = heap->spare[kind];
       heap->spare[kind] = page->next;
       HZ_SHARED_SET(heap->kept_bytes, heap->kept_bytes - hz_page_area(page));
-      hz_segment_page_free(page);
+      heap_page_give(page, false);
       any = true;
     }
     heap->spare_count[kind] = 0;
@@ -692,14 +749,21 @@ static bool heap_release_kept(hz_heap_t *heap) {
   return heap_spares_free(heap) || any;
 }
 
-/* A fresh page from the heap's segments. Before they grow by a segment,
- * the empty pages the heap keeps go back to them: memory freed in pages of
- * one size serves pages of another before more is mapped. */
+/* A fresh page from the heap's segments, or its lender's (Lent pages).
+ * Before they grow by a segment, the empty pages their heap keeps go back
+ * to them: memory freed in pages of one size serves pages of another
+ * before more is mapped. */
 static hz_page_t *heap_cut_page(hz_heap_t *heap, hz_page_kind_t kind) {
-  hz_page_t *page = hz_segment_page_cut(&heap->segments, kind);
-  if (page == NULL && heap_release_kept(heap))
-    page = hz_segment_page_cut(&heap->segments, kind);
-  return page != NULL ? page : hz_segment_page_alloc(&heap->segments, kind);
+  hz_heap_t *from = heap->lender != NULL ? heap->lender : heap;
+  hz_page_t *page = hz_segment_page_cut(&from->segments, kind);
+  if (page == NULL && heap_release_kept(from))
+    page = hz_segment_page_cut(&from->segments, kind);
+  if (page == NULL) page = hz_segment_page_alloc(&from->segments, kind);
+  if (page != NULL && from != heap) {
+    page->lent = 1;
+    atomic_fetch_add_explicit(&from->lent, 1, memory_order_relaxed);
+  }
+  return page;
 }
 
 /* A page for class `cls` with room: a spare page (one of the class keeps
@@ -924,8 +988,10 @@ HZ_INLINE bool heap_fill_bin(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
   if (hz_heap_has_incoming(shared)) hz_heap_drain_inbox(shared);
   heap_age_empty(shared, cls);
   uint32_t taken = 0, got;
+  shared->lender = heap;
   while (taken < room && (got = heap_refill(shared, bin, cls, room - taken)))
     taken += got;
+  shared->lender = NULL;
   hz_unlock(from->lock);
   return taken != 0;
 }
@@ -956,6 +1022,7 @@ HZ_INLINE void *heap_malloc(hz_heap_t *heap, size_t size,
                             const refill_from_t *from) {
   hz_heap_enter(heap);
   HZ_SHARED_ADD(heap->stats.slow_mallocs, 1);
+  hz_heap_take_returned(heap);
   uint8_t cls = hz_sizeclass_of(size);
   hz_bin_t *bin = &heap->bins[cls];
   if (from->given_count != 0) heap_take_given(heap, bin, cls, from);

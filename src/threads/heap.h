@@ -156,8 +156,18 @@ typedef struct hz_heap_s {
   uint64_t refill_frees[HZ_CLASS_COUNT];
   /* Blocks other threads freed to us (written by them) on its own line. */
   _Alignas(64) hz_inbox_t inbox;
+  /* Lent pages (heap.c): cut from its segments for the shared pages and
+   * not back yet, and those given back, for its next slow path to free
+   * into their segments (linked by `next`). While any is out the heap is
+   * not retired: its set is where they go back. */
+  _Alignas(64) _Atomic uint32_t lent;
+  _Atomic(struct hz_page_s *) returned;
   _Alignas(64) hz_stash_t stash;         /* our frees bound for other heaps */
   hz_segment_set_t segments;             /* where its pages are cut from */
+  /* A shared pages' heap, during a refill under its class's lock: the
+   * heap of the thread refilling, whose segments its fresh pages are cut
+   * from (heap.c, "Lent pages"). */
+  struct hz_heap_s *lender;
   hz_page_t *spare[HZ_HEAP_SPARE_KINDS]; /* empty pages, linked by next */
   uint8_t spare_count[HZ_HEAP_SPARE_KINDS];
   size_t empty_bytes; /* of the empty pages kept in class queues */
@@ -435,6 +445,9 @@ void hz_heap_release_claim(hz_heap_t *heap);
  * the stash, the inbox or the backlog. Then no page names it and no block
  * travels to it, so its memory can go. */
 bool hz_heap_holds_nothing(const hz_heap_t *heap);
+/* The lent pages given back to the heap (heap.c) into their segments: by
+ * its owner in a slow path, or a collector holding it. */
+void hz_heap_take_returned(hz_heap_t *heap);
 /* The owner gives back all it can, bins included, and the memory of the
  * free blocks in its pages (malloc_trim). */
 void hz_heap_trim(hz_heap_t *heap);
