@@ -164,10 +164,6 @@ typedef struct hz_heap_s {
   _Atomic(struct hz_page_s *) returned;
   _Alignas(64) hz_stash_t stash;         /* our frees bound for other heaps */
   hz_segment_set_t segments;             /* where its pages are cut from */
-  /* A shared pages' heap, during a refill under its class's lock: the
-   * heap of the thread refilling, whose segments its fresh pages are cut
-   * from (heap.c, "Lent pages"). */
-  struct hz_heap_s *lender;
   hz_page_t *spare[HZ_HEAP_SPARE_KINDS]; /* empty pages, linked by next */
   uint8_t spare_count[HZ_HEAP_SPARE_KINDS];
   size_t empty_bytes; /* of the empty pages kept in class queues */
