@@ -12,8 +12,9 @@
  * any thread freeing a block of the page (it is stable while any block is
  * live); on a page flagged HZ_PAGE_PURGED, such a thread also reads the
  * bit of its block (hz_page_free_now); and the descriptor is handed
- * between heaps only through the segment box, under its lock, while the
- * page holds no live block.
+ * between heaps only while the page holds no live block: through the
+ * segment box, under its lock, or lent by a thread's heap to its class's
+ * shared heap under the class's lock (heap.c, "Lent pages").
  *
  * Invariant (checked in debug builds):
  *   used + |free bits| == capacity <= reserved
@@ -118,9 +119,8 @@ typedef struct hz_page_s {
   };
   uint8_t cut_zeroed; /* segment's: cut from slices that read as zeros */
   /* Its slices are in a segment of another heap's set than its owner's:
-   * a shared pages' heap cut it from the set of the thread whose refill
-   * needed it (heap.c, "Lent pages"). Set as it is cut, kept while the
-   * page is its owner's, cleared when its slices go back. */
+   * a thread's heap lent it, empty, to its class's shared heap (heap.c,
+   * "Lent pages"). Cleared with the descriptor when its slices go back. */
   uint8_t lent;
   uint32_t emptied_at; /* its heap's slow paths when it emptied */
   /* Owner heap | flags, 0 when the page is free. The free fast path

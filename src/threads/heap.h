@@ -156,10 +156,11 @@ typedef struct hz_heap_s {
   uint64_t refill_frees[HZ_CLASS_COUNT];
   /* Blocks other threads freed to us (written by them) on its own line. */
   _Alignas(64) hz_inbox_t inbox;
-  /* Lent pages (heap.c): cut from its segments for the shared pages and
-   * not back yet, and those given back, for its next slow path to free
-   * into their segments (linked by `next`). While any is out the heap is
-   * not retired: its set is where they go back. */
+  /* Lent pages (heap.c): its pages lent to the shared pages' heaps and
+   * not back yet, and those given back, for its next slow path or a
+   * collector to give back to their segments (linked by `next`; written
+   * by the shared heaps). While any is out the heap is not retired: its
+   * set is where they go back. */
   _Alignas(64) _Atomic uint32_t lent;
   _Atomic(struct hz_page_s *) returned;
   _Alignas(64) hz_stash_t stash;         /* our frees bound for other heaps */
