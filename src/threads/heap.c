@@ -313,6 +313,22 @@ static void heap_trim_empty(hz_heap_t *heap, size_t budget) {
   }
 }
 
+/* `page`, empty, in its class queue: kept, the emptiest, last in line. */
+static void heap_keep_emptied(hz_heap_t *heap, hz_page_t *page) {
+  hz_page_queue_t *q = &heap->queues[page->class_id];
+  size_t area = hz_page_area(page);
+  page->emptied = 1;
+  page->emptied_at =
+      atomic_load_explicit(&heap->activity, memory_order_relaxed);
+  heap->empty_bytes += area;
+  HZ_SHARED_ADD(heap->kept_bytes, area);
+  hz_page_set_flag(page, HZ_PAGE_RETIRED, true); /* a free to it: reported */
+  if (q->first != page) {
+    queue_remove(q, page);
+    queue_push_back(q, page);
+  }
+}
+
 /* A page whose blocks all came back stays in its class queue, last in line
  * (the refills take it before they cut a fresh page), until it has been
  * empty for HZ_HEAP_EMPTY_AGE of the heap's slow paths (heap_age_empty),
@@ -330,22 +346,6 @@ static void heap_trim_empty(hz_heap_t *heap, size_t budget) {
  * regardless. A kept page is flagged retired like a spare one: no block
  * of it is live, so the free fast path leaves any free to it to the
  * generic path, which reports a double free. */
-/* `page`, empty, in its class queue: kept, the emptiest, last in line. */
-static void heap_keep_emptied(hz_heap_t *heap, hz_page_t *page) {
-  hz_page_queue_t *q = &heap->queues[page->class_id];
-  size_t area = hz_page_area(page);
-  page->emptied = 1;
-  page->emptied_at =
-      atomic_load_explicit(&heap->activity, memory_order_relaxed);
-  heap->empty_bytes += area;
-  HZ_SHARED_ADD(heap->kept_bytes, area);
-  hz_page_set_flag(page, HZ_PAGE_RETIRED, true); /* a free to it: reported */
-  if (q->first != page) {
-    queue_remove(q, page);
-    queue_push_back(q, page);
-  }
-}
-
 static void heap_page_emptied(hz_heap_t *heap, hz_page_t *page) {
   hz_page_queue_t *q = &heap->queues[page->class_id];
   size_t area = hz_page_area(page);
@@ -918,10 +918,11 @@ static void heap_age_empty(hz_heap_t *heap, uint8_t cls) {
 
 /* The heap's bin of `cls` refills from the shared pages from now on
  * (`how`: 1, or 2 with samples): its own pages of the class only empty
- * (page_only_empties), and those it kept empty go now. (Giving back the
+ * (page_only_empties), and those it keeps empty are lent to the class
+ * heap at its refills from it (heap_lend_emptied). (Giving back the
  * memory of their free blocks too, a call to the kernel for each page of
  * every class of every heap as the classes turned, took mt_remote main
- * R90/T16 from 4.5M to 2.8M ops/s: the pages go as they empty.) */
+ * R90/T16 from 4.5M to 2.8M ops/s.) */
 static HZ_NOINLINE void heap_turn_shared(hz_heap_t *heap, uint8_t cls,
                                          uint8_t how) {
   heap->refills_shared[cls] = how;
