@@ -42,7 +42,9 @@
  *     segments: at least 3 in 4 of the blocks it hands the thread; the
  *     pages the bin still held blocks of were not empty); once the class
  *     heap gives them back (hz_collect), the thread's next slow path gives
- *     them back to their segments and none is out;
+ *     them back to their segments and none is out; a thread that exits
+ *     with pages lent: once their blocks are freed, collections give them
+ *     back through its pooled heap (no more pages in use than before);
  *   - alone (argument "alone"): while more than HZ_SHARED_PAGES (4)
  *     threads a CPU hold a heap, threads that start make their first
  *     mallocs and frees without one (written blocks of the shared pages,
@@ -218,19 +220,25 @@ static void lent_count(void **blocks, const hz_segment_set_t *set,
   }
 }
 
-static void *lent_thread(void *arg) {
-  (void)arg;
-  static void *blocks[LENT_BLOCKS];
-  hz_heap_t *heap = hz_heap_current();
+/* The calling thread's blocks[] of LENT_SIZE come from its own pages, all
+ * freed, then (the class shared) from the class heap. */
+static void lent_turn(void **blocks) {
   set_route(LENT_SIZE, HZ_CENTRAL_THREAD);
   for (int i = 0; i < LENT_BLOCKS; i++)
     blocks[i] = hz_malloc(LENT_SIZE);
-  heap = hz_heap_current();
   set_route(LENT_SIZE, HZ_CENTRAL_SHARED);
   for (int i = 0; i < LENT_BLOCKS; i++)
     hz_free(blocks[i]);
   for (int i = 0; i < LENT_BLOCKS; i++)
     blocks[i] = hz_malloc(LENT_SIZE);
+}
+
+static void *lent_thread(void *arg) {
+  (void)arg;
+  static void *blocks[LENT_BLOCKS];
+  hz_heap_t *heap = hz_heap_current();
+  lent_turn(blocks);
+  heap = hz_heap_current();
   int shared, lent;
   lent_count(blocks, &heap->segments, &shared, &lent);
   CHECK_MSG(shared > 0, "no block of the class came from the shared pages");
@@ -251,11 +259,35 @@ static void *lent_thread(void *arg) {
   return NULL;
 }
 
+static void *lent_exit_thread(void *arg) {
+  lent_turn(arg);
+  return NULL; /* its pages lent, their blocks live */
+}
+
+static size_t pages_in_use(void) {
+  size_t pages, blocks, bytes, free_blocks;
+  hz_segment_summarize(&pages, &blocks, &bytes, &free_blocks);
+  return pages;
+}
+
 static void lent(void) {
   pthread_t t;
   CHECK(pthread_create(&t, NULL, lent_thread, NULL) == 0);
   pthread_join(t, NULL);
   hz_collect(true);
+  size_t before = pages_in_use();
+  static void *blocks[LENT_BLOCKS];
+  CHECK(pthread_create(&t, NULL, lent_exit_thread, blocks) == 0);
+  pthread_join(t, NULL);
+  for (int i = 0; i < LENT_BLOCKS; i++)
+    hz_free(blocks[i]);
+  hz_collect(true); /* the class heap gives its pages back, */
+  hz_collect(true); /* the exited thread's heap gives them back */
+  CHECK_MSG(pages_in_use() <= before,
+            "%zu pages in use after an exited thread's lent pages came "
+            "back, %zu before",
+            pages_in_use(), before);
+  set_route(LENT_SIZE, HZ_CENTRAL_THREAD);
 }
 
 /* --- ladder ---------------------------------------------------------------

@@ -140,6 +140,7 @@ static void heap_spill_all_bins(hz_heap_t *heap) {
  * one that just recycled it still has free blocks to discard. */
 void hz_heap_collect(hz_heap_t *heap, bool purge, hz_bins_take_t bins) {
   HZ_SHARED_ADD(heap->stats.collections, 1);
+  hz_heap_take_returned(heap);
   /* A pooled heap idle long enough to be collected whole has no thread to
    * cut its pages again soon: their memory goes now, not a purge delay
    * later (4 threads that freed 1 GiB and exited kept 60 MB resident 2.5
@@ -162,7 +163,8 @@ void hz_heap_collect(hz_heap_t *heap, bool purge, hz_bins_take_t bins) {
 
 bool hz_heap_holds_nothing(const hz_heap_t *heap) {
   if (heap->full.first != NULL || hz_heap_has_incoming(heap) ||
-      !hz_remote_stash_empty(&heap->stash))
+      !hz_remote_stash_empty(&heap->stash) ||
+      atomic_load_explicit(&heap->lent, memory_order_relaxed) != 0)
     return false;
   for (int kind = 0; kind < HZ_HEAP_SPARE_KINDS; kind++)
     if (heap->spare[kind] != NULL) return false;
