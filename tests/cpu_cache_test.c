@@ -44,7 +44,11 @@
  *     heap gives them back (hz_collect), the thread's next slow path gives
  *     them back to their segments and none is out; a thread that exits
  *     with pages lent: once their blocks are freed, collections give them
- *     back through its pooled heap (no more pages in use than before);
+ *     back through its pooled heap (no more pages in use than before); a
+ *     thread's pages with blocks in use are lent too (none of those blocks
+ *     is left on its own pages after its refill from the class heap), and
+ *     blocks another thread freed before that, which reach its inbox
+ *     after, go on to the class heap (no page out once all are freed);
  *   - alone (argument "alone"): while more than HZ_SHARED_PAGES (4)
  *     threads a CPU hold a heap, threads that start make their first
  *     mallocs and frees without one (written blocks of the shared pages,
@@ -262,6 +266,71 @@ static void *lent_thread(void *arg) {
 static void *lent_exit_thread(void *arg) {
   lent_turn(arg);
   return NULL; /* its pages lent, their blocks live */
+}
+
+/* A thread's pages of a class, blocks in use and all, are lent at its
+ * first refill from the class heap after the class turned; blocks another
+ * thread freed before that, still in its stash, reach the thread's inbox
+ * after, and the thread sends them on to the class heap: once every block
+ * is freed and collections ran, no page is out. */
+enum { LIVE_FREED_EVERY = 8 }; /* 25 blocks, 75 KB: the stash holds them */
+static struct {
+  void *blocks[LENT_BLOCKS];
+  pthread_barrier_t freed, lent;
+} live;
+
+static void *live_freer(void *arg) {
+  (void)arg;
+  for (int i = 0; i < LENT_BLOCKS; i += LIVE_FREED_EVERY)
+    hz_free(live.blocks[i]);
+  pthread_barrier_wait(&live.freed);
+  pthread_barrier_wait(&live.lent);
+  return NULL; /* its exit sends its stash to the blocks' owner then */
+}
+
+static void *live_owner(void *arg) {
+  (void)arg;
+  static void *more[LENT_BLOCKS];
+  set_route(LENT_SIZE, HZ_CENTRAL_THREAD);
+  for (int i = 0; i < LENT_BLOCKS; i++)
+    live.blocks[i] = hz_malloc(LENT_SIZE);
+  hz_heap_t *heap = hz_heap_current();
+  pthread_t freer;
+  CHECK(pthread_create(&freer, NULL, live_freer, NULL) == 0);
+  pthread_barrier_wait(&live.freed);
+  set_route(LENT_SIZE, HZ_CENTRAL_SHARED);
+  for (int i = 0; i < LENT_BLOCKS; i++)
+    more[i] = hz_malloc(LENT_SIZE);
+  int own = 0;
+  for (int i = 1; i < LENT_BLOCKS; i++)
+    own += i % LIVE_FREED_EVERY != 0 &&
+           !hz_central_holds(hz_segment_block_page(live.blocks[i]));
+  CHECK_MSG(own == 0, "%d blocks in use still on the thread's own pages "
+            "after its refill from the class heap", own);
+  pthread_barrier_wait(&live.lent);
+  pthread_join(freer, NULL);
+  for (int i = 0; i < LENT_BLOCKS; i++) {
+    if (i % LIVE_FREED_EVERY != 0) hz_free(live.blocks[i]);
+    hz_free(more[i]);
+  }
+  hz_collect(true); /* the thread's inbox on to the class heap, */
+  hz_collect(true); /* which gives the pages back, */
+  hz_free(hz_malloc(LENT_SIZE + 4096)); /* and a slow path takes them */
+  CHECK_MSG(atomic_load(&heap->lent) == 0,
+            "%u lent pages still out after every block was freed",
+            (unsigned)atomic_load(&heap->lent));
+  set_route(LENT_SIZE, HZ_CENTRAL_THREAD);
+  return NULL;
+}
+
+static void lent_live(void) {
+  pthread_barrier_init(&live.freed, NULL, 2);
+  pthread_barrier_init(&live.lent, NULL, 2);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, live_owner, NULL) == 0);
+  pthread_join(t, NULL);
+  pthread_barrier_destroy(&live.freed);
+  pthread_barrier_destroy(&live.lent);
 }
 
 static size_t pages_in_use(void) {
@@ -966,6 +1035,7 @@ int main(int argc, char **argv) {
   decision();
   routes();
   lent();
+  lent_live();
   ladder();
   bool migrated = stopped();
   restarts(false, false);

@@ -9,12 +9,15 @@
  *
  * Ownership: every field is touched only by the owning heap's thread (or a
  * collector holding that heap), with three exceptions: `owner` is read by
- * any thread freeing a block of the page (it is stable while any block is
- * live); on a page flagged HZ_PAGE_PURGED, such a thread also reads the
- * bit of its block (hz_page_free_now); and the descriptor is handed
- * between heaps only while the page holds no live block: through the
- * segment box, under its lock, or lent by a thread's heap to its class's
- * shared heap under the class's lock (heap.c, "Lent pages").
+ * any thread freeing a block of the page; on a page flagged
+ * HZ_PAGE_PURGED, such a thread also reads the bit of its block
+ * (hz_page_free_now); and the descriptor is handed between heaps only
+ * while the page holds no live block, through the segment box under its
+ * lock, but for one move: a thread's heap lends its page of a class that
+ * turned shared to the class's heap, blocks in use and all, under the
+ * class's lock (heap.c, "Lent pages"). `owner` is stable while any block
+ * is live but for that move, after which the old owner's drain sends on
+ * the blocks that still reach it.
  *
  * Invariant (checked in debug builds):
  *   used + |free bits| == capacity <= reserved
@@ -119,8 +122,8 @@ typedef struct hz_page_s {
   };
   uint8_t cut_zeroed; /* segment's: cut from slices that read as zeros */
   /* Its slices are in a segment of another heap's set than its owner's:
-   * a thread's heap lent it, empty, to its class's shared heap (heap.c,
-   * "Lent pages"). Cleared with the descriptor when its slices go back. */
+   * a thread's heap lent it to its class's shared heap (heap.c, "Lent
+   * pages"). Cleared with the descriptor when its slices go back. */
   uint8_t lent;
   uint32_t emptied_at; /* its heap's slow paths when it emptied */
   /* Owner heap | flags, 0 when the page is free. The free fast path
@@ -129,7 +132,11 @@ typedef struct hz_page_s {
   uintptr_t start_word;   /* first block, as hz_page_start reads it */
   struct hz_page_s *next; /* heap queue; an interior slice: its page */
   struct hz_page_s *prev;
-  uint16_t unused;
+  /* Its heap's: its last refill was a sample's of a class that refills
+   * from the shared pages (heap.c), so the heap keeps it when it lends the
+   * class's pages. */
+  uint8_t for_samples;
+  uint8_t unused;
   uint16_t reserved; /* blocks that fit in the page */
   uint8_t class_id;
   uint8_t in_full;     /* on the heap's full queue, not its class queue */
@@ -380,6 +387,14 @@ HZ_INLINE unsigned hz_page_flags(const hz_page_t *page) {
 
 HZ_INLINE bool hz_page_has_aligned(const hz_page_t *page) {
   return (hz_page_flags(page) & HZ_PAGE_ALIGNED) != 0;
+}
+
+/* The page goes to `heap`, its flags with it, in one store: a freeing
+ * thread reads the old owner word or the new one, never a mix. */
+HZ_INLINE void hz_page_move(hz_page_t *page, struct hz_heap_s *heap) {
+  uintptr_t flags = hz_page_owner_word(page) & HZ_PAGE_FLAG_MASK;
+  atomic_store_explicit(&page->owner, (uintptr_t)heap | flags,
+                        memory_order_relaxed);
 }
 
 /* Owner only: set or clear flag bits. */

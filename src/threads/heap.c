@@ -144,32 +144,43 @@ static hz_page_kind_t page_kind(const hz_page_t *page) {
   return hz_segment_kind_for(page->block_size);
 }
 
+/* The page is the one the samples of its class take from (route.h): the
+ * first of its class queue, and the last refill from it was a sample's. */
+static bool page_for_samples(const hz_heap_t *heap, const hz_page_t *page) {
+  return page->for_samples && page == heap->queues[page->class_id].first;
+}
+
 /* The heap's bins of the page's class refill from the shared pages
  * (central box): its own pages of the class only empty now, and it keeps
- * none, but for the one its samples take from (its class queue's first). */
+ * none, but for the one its samples take from. */
 static bool page_only_empties(const hz_heap_t *heap, const hz_page_t *page) {
-  uint8_t shared = heap->refills_shared[page->class_id];
-  return shared == 1 ||
-         (shared == 2 && page != heap->queues[page->class_id].first);
+  return heap->refills_shared[page->class_id] &&
+         !page_for_samples(heap, page);
 }
 
 /* ---------------------------------------------------------------------------
  * Lent pages
  *
- * When a class turns shared, the thread's own pages of it empty as the
- * program frees their blocks, while the class heap cuts pages for the
- * blocks it hands out in their place: the live set is faulted in twice,
- * and every page that empties is given back with a call to the kernel
+ * When a class turns shared, a thread's own pages of it would only empty
+ * as the program freed their blocks, while the class heap cut pages for
+ * the blocks it hands out in their place: the live set faulted in twice,
+ * and every page that empties given back with a call to the kernel
  * (exchange: 11,300 faults and 331 madvise calls against 7,000 and 48 with
- * every class shared from the start). So a thread's page of a shared
- * class that empties is kept, as any empty page, and lent whole to the
- * class heap at the thread's next refill from it (under the class's
- * lock), its memory resident: the class heap's refills take it before
- * they cut a page. A page's slices go back into its segment only by the
- * owner of the segment's set, so the class heap hands a lent page it no
- * longer keeps back to that heap (`returned`), whose next slow path or
- * collection gives it back to the kernel; a heap with a page out (`lent`)
- * is not retired, its set being where the page goes back.
+ * every class shared from the start). So at the thread's next refill from
+ * the class heap (under the class's lock), its pages of the class are lent
+ * whole to the class heap, free blocks and blocks in use alike: the owner
+ * word changes, flags and all, and the class heap's refills take their
+ * free blocks before they cut a page; pages that empty before then are
+ * kept for it. The page the class's samples take from stays (route.h):
+ * the samples are what its blocks do on the thread's own pages (keeping
+ * the page in use at the turn held 10 MiB of exchange's peak). A block
+ * freed before the page changed hands may still reach the thread's inbox:
+ * its drain sends it on to the class heap. A page's slices go back into
+ * its segment only by the owner of the segment's set, so the class heap
+ * hands a lent page it no longer keeps (no block in use) back to that heap
+ * (`returned`), whose next slow path or collection gives it back to the
+ * kernel; a heap with a page out (`lent`) is not retired, its set being
+ * where the page goes back.
  * ------------------------------------------------------------------------- */
 static hz_heap_t *heap_of_set(hz_segment_set_t *set) {
   return (hz_heap_t *)(void *)((char *)set - offsetof(hz_heap_t, segments));
@@ -586,36 +597,44 @@ static void drain_report(const hz_block_t *header) {
 }
 
 /* The page of a block named by a list, which must be a block of one of
- * our pages, handed out (below its capacity): otherwise (NULL) a freed
- * block was overwritten, and what it names (an attacker's address, or a
- * block still live) must not be handed out. */
-static hz_page_t *drain_page_of(const hz_heap_t *heap,
-                                const hz_block_t *block) {
+ * our pages, handed out (below its capacity), or of a page we lent with
+ * blocks in use (below what fits: its owner is another heap now; `lent`
+ * set): otherwise (NULL) a freed block was overwritten, and what it names
+ * (an attacker's address, or a block still live) must not be handed
+ * out. */
+static hz_page_t *drain_page_of(const hz_heap_t *heap, const hz_block_t *block,
+                                bool *lent) {
   hz_segment_t *seg = hz_segment_of(block);
   if (seg == NULL || seg->kind == HZ_SEGMENT_LARGE) return NULL;
   hz_page_t *page = hz_segment_page_of(seg, block);
-  if (hz_page_heap(page) != heap ||
-      !hz_page_is_block(page, block, page->capacity))
+  hz_heap_t *owner = hz_page_heap(page);
+  *lent = owner != heap && owner != NULL && hz_heap_is_shared(owner) &&
+          page->lent && hz_segment_set_of_page(page) == &heap->segments;
+  if ((owner != heap && !*lent) ||
+      !hz_page_is_block(page, block, *lent ? page->reserved : page->capacity))
     return NULL;
   return page;
 }
 
 /* One drain: the page it applies blocks to, kept in registers (lists
  * often run along one page), and the blocks applied to it not yet
- * counted off its `used`. */
+ * counted off its `used`. A page the heap lent after the blocks were sent
+ * (`lent`): they go on to its class heap instead. */
 typedef struct {
   hz_heap_t *heap;
   hz_page_t *page;
   uintptr_t start;
   uintptr_t area; /* 0: no page yet */
   uint32_t back;
+  bool lent;
   uint64_t blocks;
 } drain_t;
 
 /* Count the blocks applied to the drain's page off its `used`: it may
  * leave the full queue, or empty and go. */
 static void drain_settle(drain_t *d) {
-  if (d->page != NULL) heap_page_returned(d->heap, d->page, d->back);
+  if (d->page != NULL && !d->lent)
+    heap_page_returned(d->heap, d->page, d->back);
   d->page = NULL;
   d->area = 0;
   d->back = 0;
@@ -624,7 +643,7 @@ static void drain_settle(drain_t *d) {
 /* The drain moves to the page of `block`; false when it is none of ours. */
 static HZ_NOINLINE bool drain_move(drain_t *d, const hz_block_t *block) {
   drain_settle(d);
-  hz_page_t *page = drain_page_of(d->heap, block);
+  hz_page_t *page = drain_page_of(d->heap, block, &d->lent);
   if (page == NULL) return false;
   d->page = page;
   d->start = (uintptr_t)hz_page_start(page);
@@ -641,11 +660,30 @@ HZ_INLINE bool drain_locate(drain_t *d, const hz_block_t *block) {
 /* What applying a block to its page found. */
 typedef enum { DRAIN_APPLIED, DRAIN_TWICE, DRAIN_SPOILT } drain_result_t;
 
+/* Blocks first..last of a page the heap lent (drain_t) go on to its class
+ * heap through the stash, each a block start that fits the page. */
+static HZ_NOINLINE drain_result_t drain_forward(drain_t *d,
+                                                const hz_block_t *first,
+                                                const hz_block_t *last) {
+  hz_page_t *page = d->page;
+  if ((uintptr_t)last - d->start >= d->area ||
+      !hz_page_is_block(page, first, page->reserved) ||
+      !hz_page_is_block(page, last, page->reserved) || last < first)
+    return DRAIN_SPOILT;
+  for (const uint8_t *b = (const uint8_t *)first; b <= (const uint8_t *)last;
+       b += page->block_size) {
+    heap_send_home(d->heap, page, (hz_block_t *)(uintptr_t)b);
+    d->blocks++;
+  }
+  return DRAIN_APPLIED;
+}
+
 /* Set the bit of `block` on its page, without reading the block. TWICE
  * (reported) when the bit was set already: another thread freed it too.
  * SPOILT when it is no block of ours handed out. */
 HZ_INLINE drain_result_t drain_block(drain_t *d, const hz_block_t *block) {
   if (!drain_locate(d, block)) return DRAIN_SPOILT;
+  if (HZ_UNLIKELY(d->lent)) return drain_forward(d, block, block);
   uint32_t index = hz_page_index(d->page, block);
   if (HZ_UNLIKELY(index >= d->page->capacity)) return DRAIN_SPOILT;
   if (HZ_UNLIKELY(!hz_page_put_index(d->page, index, true))) {
@@ -665,6 +703,7 @@ static drain_result_t drain_run(drain_t *d, const hz_block_t *first) {
   if (!drain_locate(d, first)) return DRAIN_SPOILT;
   const hz_block_t *last = hz_block_next(first);
   hz_page_t *page = d->page;
+  if (HZ_UNLIKELY(d->lent)) return drain_forward(d, first, last);
   if ((uintptr_t)last - d->start >= d->area) return DRAIN_SPOILT;
   uint32_t from = hz_page_index(page, first);
   uint32_t to = hz_page_index(page, last);
@@ -916,38 +955,93 @@ static void heap_age_empty(hz_heap_t *heap, uint8_t cls) {
     hz_heap_retire_page(heap, last);
 }
 
-/* The heap's bin of `cls` refills from the shared pages from now on
- * (`how`: 1, or 2 with samples): its own pages of the class only empty
- * (page_only_empties), and those it keeps empty are lent to the class
- * heap at its refills from it (heap_lend_emptied). (Giving back the
- * memory of their free blocks too, a call to the kernel for each page of
- * every class of every heap as the classes turned, took mt_remote main
+/* The heap's bin of `cls` refills from the shared pages from now on: its
+ * own pages of the class are lent to the class heap at its refills from
+ * it, blocks in use and all (heap_lend_pages), and those that empty
+ * meanwhile are kept for that (page_only_empties). (Giving back the
+ * memory of their free blocks instead, a call to the kernel for each page
+ * of every class of every heap as the classes turned, took mt_remote main
  * R90/T16 from 4.5M to 2.8M ops/s.) */
-static HZ_NOINLINE void heap_turn_shared(hz_heap_t *heap, uint8_t cls,
-                                         uint8_t how) {
-  heap->refills_shared[cls] = how;
+static HZ_NOINLINE void heap_turn_shared(hz_heap_t *heap, uint8_t cls) {
+  heap->lend_full[cls] = true;
+  heap->refills_shared[cls] = true;
+  hz_page_t *first = heap->queues[cls].first;
+  if (first != NULL) first->for_samples = false; /* a sample's, turns ago */
+}
+
+/* `page`, out of the heap's queues, goes to the class heap `shared`, lent
+ * (Lent pages): its owner word changes in one store, flags and all. */
+static void page_lend(hz_heap_t *heap, hz_heap_t *shared, hz_page_t *page) {
+  page->lent = 1;
+  atomic_fetch_add_explicit(&heap->lent, 1, memory_order_relaxed);
+  hz_page_move(page, shared);
+}
+
+/* A page of the heap's with blocks in use, out of its queues, lent: onto
+ * the class heap's full queue (`full`), or right behind the page its
+ * refills take from, where the next choice looks (heap_unfull). */
+static void page_lend_busy(hz_heap_t *heap, hz_heap_t *shared,
+                           hz_page_t *page, bool full) {
+  heap->busy_bytes -= hz_page_area(page);
+  shared->busy_bytes += hz_page_area(page);
+  page_lend(heap, shared, page);
+  if (full) {
+    queue_push_back(&shared->full, page);
+    return;
+  }
+  hz_page_queue_t *q = &shared->queues[page->class_id];
+  hz_page_t *first = q->first;
+  if (first != NULL) queue_remove(q, first);
+  queue_push_front(q, page);
+  if (first != NULL) queue_push_front(q, first);
+}
+
+/* An empty page of the heap's, out of its queues, lent: an empty page the
+ * class heap keeps. */
+static void page_lend_empty(hz_heap_t *heap, hz_heap_t *shared,
+                            hz_page_t *page) {
+  heap_unempty(heap, page);
+  page_lend(heap, shared, page);
+  queue_push_back(&shared->queues[page->class_id], page);
+  heap_keep_emptied(shared, page);
+}
+
+/* The pages of `cls` on the heap's full queue, lent (once a turn: pages
+ * that fill later come back through the class queue). */
+static void heap_lend_full(hz_heap_t *heap, hz_heap_t *shared, uint8_t cls) {
+  heap->lend_full[cls] = false;
+  for (hz_page_t *page = heap->full.first, *next; page != NULL; page = next) {
+    next = page->next;
+    if (page->class_id != cls) continue;
+    queue_remove(&heap->full, page);
+    page_lend_busy(heap, shared, page, true);
+  }
 }
 
 /* Under the class's lock, at a refill of `cls` from the shared pages: the
- * thread's empty pages of the class go to the class heap, lent (Lent
- * pages), its flags with it, as an empty page the class heap keeps; but
- * for the first, which the samples take from. */
-static void heap_lend_emptied(hz_heap_t *heap, hz_heap_t *shared,
-                              uint8_t cls) {
+ * heap's pages of the class go to the class heap, lent, free blocks,
+ * blocks in use and all (Lent pages); but for the one the samples take
+ * from while the class takes samples (`sampled`). */
+static void heap_lend_pages(hz_heap_t *heap, hz_heap_t *shared, uint8_t cls,
+                            bool sampled) {
+  if (heap->lend_full[cls]) heap_lend_full(heap, shared, cls);
   hz_page_queue_t *q = &heap->queues[cls];
-  while (q->last != NULL && q->last->emptied &&
-         (q->last != q->first || heap->refills_shared[cls] == 1)) {
-    hz_page_t *page = q->last;
-    heap_unempty(heap, page);
+  bool keep_first = sampled && q->first != NULL && q->first->for_samples;
+  hz_page_t *page;
+  while ((page = keep_first ? q->first->next : q->first) != NULL) {
     queue_remove(q, page);
-    page->lent = 1;
-    atomic_fetch_add_explicit(&heap->lent, 1, memory_order_relaxed);
-    unsigned flags = hz_page_flags(page);
-    hz_page_set_heap(page, shared);
-    hz_page_set_flag(page, flags, true);
-    queue_push_back(&shared->queues[cls], page);
-    heap_keep_emptied(shared, page);
+    if (page->emptied)
+      page_lend_empty(heap, shared, page);
+    else
+      page_lend_busy(heap, shared, page, false);
   }
+}
+
+/* The page the refill of a class's sample took from (its queue's first)
+ * stays with the heap while the class refills from the shared pages. */
+static HZ_NOINLINE void heap_keep_for_samples(hz_heap_t *heap, uint8_t cls) {
+  if (heap->queues[cls].first != NULL)
+    heap->queues[cls].first->for_samples = true;
 }
 
 /* Where a bin's refill comes from: the heap's own pages (shared NULL; with
@@ -994,19 +1088,19 @@ HZ_INLINE bool heap_fill_bin(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
   HZ_ASSERT(bin->top == bin->base);
   hz_heap_t *shared = from->shared;
   if (shared == NULL) {
-    if (!from->sample) heap->refills_shared[cls] = 0;
+    if (!from->sample) heap->refills_shared[cls] = false;
     uint32_t taken = heap_refill(heap, bin, cls, heap_own_want(heap, bin, cls));
     HZ_SHARED_ADD(heap->counts[cls].handed, taken);
+    if (from->sample) heap_keep_for_samples(heap, cls);
     return taken != 0;
   }
-  uint8_t how = from->sampled ? 2 : 1;
-  if (heap->refills_shared[cls] != how) heap_turn_shared(heap, cls, how);
+  if (!heap->refills_shared[cls]) heap_turn_shared(heap, cls);
   uint32_t room = (uint32_t)bin_capacity_of(bin);
   hz_lock(from->lock);
   hz_heap_note_active(shared);
   if (hz_heap_has_incoming(shared)) hz_heap_drain_inbox(shared);
   heap_age_empty(shared, cls);
-  heap_lend_emptied(heap, shared, cls);
+  heap_lend_pages(heap, shared, cls, from->sampled);
   uint32_t taken = 0, got;
   while (taken < room && (got = heap_refill(shared, bin, cls, room - taken)))
     taken += got;
@@ -1022,7 +1116,7 @@ static void heap_take_given(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
   unsigned n = from->given_count;
   size_t room = (size_t)(bin->limit - bin->top);
   unsigned fit = n < room ? n : (unsigned)room;
-  if (heap->refills_shared[cls] == 0) heap_turn_shared(heap, cls, 1);
+  if (!heap->refills_shared[cls]) heap_turn_shared(heap, cls);
   void **batch = bin->top;
   uint32_t unmarked = 0;
   for (unsigned i = 0; i < fit; i++)

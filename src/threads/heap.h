@@ -187,12 +187,12 @@ typedef struct hz_heap_s {
   uint8_t run_class;
   bool run_shared;
   uint32_t run_frees;
-  /* Per class: its refills come from its own pages (0), from the shared
-   * pages (1: its own pages then only empty, and it keeps none empty), or
-   * from the shared pages with samples (2: one refill in
-   * HZ_ROUTE_SAMPLE_EVERY from its own pages, route.h, whose current page
-   * it keeps); and the shared refills since the last sample. */
-  uint8_t refills_shared[HZ_CLASS_COUNT];
+  /* Per class: its refills come from the shared pages (its own pages then
+   * go to the class heap, lent, but for the one its samples take from:
+   * heap.c), and the full queue still has pages of it to lend; and the
+   * shared refills since the last sample (route.h). */
+  bool refills_shared[HZ_CLASS_COUNT];
+  bool lend_full[HZ_CLASS_COUNT];
   uint8_t shared_fills[HZ_CLASS_COUNT];
   bool gone;              /* pooled and collected whole: its pages go at once */
   uint32_t collect_seen;  /* collector's: activity when it last looked */

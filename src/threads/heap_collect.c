@@ -108,8 +108,8 @@ static void heap_take_bins(hz_heap_t *heap) { (void)heap; }
 #endif
 
 static void heap_collect(hz_heap_t *heap) {
+  hz_heap_drain_inbox(heap); /* may send blocks of lent pages on: */
   hz_heap_flush_stash(heap);
-  hz_heap_drain_inbox(heap);
   for (int c = 0; c < HZ_CLASS_COUNT; c++) {
     hz_page_t *page = heap->queues[c].first;
     while (page != NULL) {
