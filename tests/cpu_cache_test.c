@@ -4,8 +4,8 @@
  *     HZ_CPU_CACHE is not 0 the report names the per-CPU caches, else the
  *     depots alone (CTest runs this test again with
  *     GLIBC_TUNABLES=glibc.pthread.rseq=0: the fallback);
- *   - decision: route.h's rule on counts: a class shares once 1 block in 8
- *     of its threads' pages is freed by another thread, unless those frees
+ *   - decision: route.h's rule on counts: a class shares once 1 malloc in
+ *     8 is of a block another thread then frees, unless those frees
  *     come in runs and the program is not crowded; it goes back once fewer
  *     than 1 in 16 are and the program is not crowded (runs do not turn it
  *     back); a class seen too little keeps what it does;
@@ -126,31 +126,36 @@ static void set_route(size_t size, hz_central_route_t route) {
 
 /* --- decision -------------------------------------------------------------
  */
-static bool judged(uint64_t handed, uint64_t remote, uint64_t runs, bool now,
-                   bool crowded) {
-  hz_route_seen_t seen = {.handed = handed, .remote = remote, .runs = runs};
+static bool judged(uint64_t allocs, uint64_t handed, uint64_t remote,
+                   uint64_t runs, bool now, bool crowded) {
+  hz_route_seen_t seen = {
+      .allocs = allocs, .handed = handed, .remote = remote, .runs = runs};
   return hz_route_shared(&seen, now, crowded);
 }
 
 static void decision(void) {
   /* too little seen: what it does */
-  CHECK(!judged(HZ_ROUTE_MIN_HANDED - 1, 1000, 0, false, false));
-  CHECK(judged(HZ_ROUTE_MIN_HANDED - 1, 0, 0, true, false));
-  /* thread pages: 1 in 8 crossing shares, fewer does not */
-  CHECK(judged(8000, 1000, 0, false, false));
-  CHECK(!judged(8000, 999, 0, false, false));
+  CHECK(!judged(8000, HZ_ROUTE_MIN_HANDED - 1, 1000, 0, false, false));
+  CHECK(judged(8000, HZ_ROUTE_MIN_HANDED - 1, 0, 0, true, false));
+  /* thread pages: 1 malloc in 8 crossing shares, fewer does not */
+  CHECK(judged(8000, 8000, 1000, 0, false, false));
+  CHECK(!judged(8000, 8000, 999, 0, false, false));
+  /* bins that take back what their thread frees: 1 in 8 of the blocks
+   * handed out from the pages crossing is 1 malloc in 6,000 */
+  CHECK(!judged(6000000, 8000, 1000, 0, false, false));
   /* in runs: a producer and its consumers keep their pages, unless
    * crowded */
-  CHECK(!judged(8000, 4000, 2000, false, false));
-  CHECK(judged(8000, 4000, 1999, false, false));
-  CHECK(judged(8000, 4000, 4000, false, true));
-  /* shared, seen through the samples: back below 1 in 16, not while
-   * crowded; samples freed in runs (a fresh bin is in address order) keep
-   * it shared, or a random mix of sizes would turn at every round */
-  CHECK(judged(16000, 1000, 0, true, false));
-  CHECK(!judged(16000, 999, 0, true, false));
-  CHECK(judged(16000, 4000, 4000, true, false));
-  CHECK(judged(16000, 0, 0, true, true));
+  CHECK(!judged(8000, 8000, 4000, 2000, false, false));
+  CHECK(judged(8000, 8000, 4000, 1999, false, false));
+  CHECK(judged(8000, 8000, 4000, 4000, false, true));
+  /* shared, seen through the samples (blocks handed out from the pages,
+   * whatever the mallocs): back below 1 in 16, not while crowded; samples
+   * freed in runs (a fresh bin is in address order) keep it shared, or a
+   * random mix of sizes would turn at every round */
+  CHECK(judged(1000000, 16000, 1000, 0, true, false));
+  CHECK(!judged(16000, 16000, 999, 0, true, false));
+  CHECK(judged(16000, 16000, 4000, 4000, true, false));
+  CHECK(judged(16000, 16000, 0, 0, true, true));
   /* crowding */
   CHECK(hz_route_crowded(9, 2, 4) && !hz_route_crowded(8, 2, 4));
   CHECK(!hz_route_crowded(1000, 2, 0));

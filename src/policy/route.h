@@ -18,6 +18,8 @@
 
 /* What the rounds saw of one class since it was last judged. */
 typedef struct {
+  /* Blocks the threads' bins handed to the program (their mallocs). */
+  uint64_t allocs;
   /* Blocks handed out from threads' own pages (refills from them). */
   uint64_t handed;
   /* Of those pages' blocks, frees by another thread than the owner (they

@@ -434,6 +434,7 @@ static void purge_class_seen(hz_route_seen_t seen[HZ_CLASS_COUNT]) {
   for (hz_heap_t *h = heaps_all.first; h != NULL; h = h->next_all)
     for (int c = 1; c < HZ_CLASS_COUNT; c++) {
       const hz_class_counts_t *k = &h->counts[c];
+      sums[c].allocs += HZ_SHARED_GET(k->allocs);
       sums[c].handed += HZ_SHARED_GET(k->handed);
       sums[c].remote += HZ_SHARED_GET(k->remote_frees) -
                         HZ_SHARED_GET(k->shared_frees);
@@ -441,6 +442,7 @@ static void purge_class_seen(hz_route_seen_t seen[HZ_CLASS_COUNT]) {
     }
   pool_give();
   for (int c = 1; c < HZ_CLASS_COUNT; c++) {
+    seen[c].allocs += purge_growth(sums[c].allocs, &sums_seen[c].allocs);
     seen[c].handed += purge_growth(sums[c].handed, &sums_seen[c].handed);
     seen[c].remote += purge_growth(sums[c].remote, &sums_seen[c].remote);
     seen[c].runs += purge_growth(sums[c].runs, &sums_seen[c].runs);
