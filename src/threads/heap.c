@@ -75,6 +75,15 @@ static void queue_remove(hz_page_queue_t *q, hz_page_t *page) {
   queue_check(q, before);
 }
 
+/* `page` right behind the queue's first (the page refills take from),
+ * where the next choice of a page looks first. */
+static void queue_push_second(hz_page_queue_t *q, hz_page_t *page) {
+  hz_page_t *first = q->first;
+  if (first != NULL) queue_remove(q, first);
+  queue_push_front(q, page);
+  if (first != NULL) queue_push_front(q, first);
+}
+
 static uint32_t class_bin_capacity(uint8_t cls) {
   size_t cap = HZ_BIN_BYTES / hz_sizeclass_block_size(cls);
   if (cap > HZ_BIN_SLOTS) cap = HZ_BIN_SLOTS;
@@ -173,7 +182,7 @@ static bool page_only_empties(const hz_heap_t *heap, const hz_page_t *page) {
  * free blocks before they cut a page; pages that empty before then are
  * kept for it. The page the class's samples take from stays (route.h):
  * the samples are what its blocks do on the thread's own pages (keeping
- * the page in use at the turn held 10 MiB of exchange's peak). A block
+ * the page in use at the turn held 5 MiB of exchange's peak). A block
  * freed before the page changed hands may still reach the thread's inbox:
  * its drain sends it on to the class heap. A page's slices go back into
  * its segment only by the owner of the segment's set, so the class heap
@@ -334,7 +343,7 @@ static void heap_keep_emptied(hz_heap_t *heap, hz_page_t *page) {
   heap->empty_bytes += area;
   HZ_SHARED_ADD(heap->kept_bytes, area);
   hz_page_set_flag(page, HZ_PAGE_RETIRED, true); /* a free to it: reported */
-  if (q->first != page) {
+  if (q->first != page && q->last != page) {
     queue_remove(q, page);
     queue_push_back(q, page);
   }
@@ -376,11 +385,7 @@ static void heap_page_emptied(hz_heap_t *heap, hz_page_t *page) {
 static void heap_unfull(hz_heap_t *heap, hz_page_t *page) {
   queue_remove(&heap->full, page);
   page->in_full = 0;
-  hz_page_queue_t *q = &heap->queues[page->class_id];
-  hz_page_t *first = q->first;
-  if (first != NULL) queue_remove(q, first);
-  queue_push_front(q, page);
-  if (first != NULL) queue_push_front(q, first);
+  queue_push_second(&heap->queues[page->class_id], page);
 }
 
 /* `n` blocks of the page came back (their bits set): the page leaves the
@@ -608,7 +613,7 @@ static hz_page_t *drain_page_of(const hz_heap_t *heap, const hz_block_t *block,
   if (seg == NULL || seg->kind == HZ_SEGMENT_LARGE) return NULL;
   hz_page_t *page = hz_segment_page_of(seg, block);
   hz_heap_t *owner = hz_page_heap(page);
-  *lent = owner != heap && owner != NULL && hz_heap_is_shared(owner) &&
+  *lent = owner != heap && hz_heap_is_shared(owner) &&
           page->lent && hz_segment_set_of_page(page) == &heap->segments;
   if ((owner != heap && !*lent) ||
       !hz_page_is_block(page, block, *lent ? page->reserved : page->capacity))
@@ -985,15 +990,10 @@ static void page_lend_busy(hz_heap_t *heap, hz_heap_t *shared,
   heap->busy_bytes -= hz_page_area(page);
   shared->busy_bytes += hz_page_area(page);
   page_lend(heap, shared, page);
-  if (full) {
+  if (full)
     queue_push_back(&shared->full, page);
-    return;
-  }
-  hz_page_queue_t *q = &shared->queues[page->class_id];
-  hz_page_t *first = q->first;
-  if (first != NULL) queue_remove(q, first);
-  queue_push_front(q, page);
-  if (first != NULL) queue_push_front(q, first);
+  else
+    queue_push_second(&shared->queues[page->class_id], page);
 }
 
 /* An empty page of the heap's, out of its queues, lent: an empty page the
