@@ -49,6 +49,9 @@
  *     is left on its own pages after its refill from the class heap), and
  *     blocks another thread freed before that, which reach its inbox
  *     after, go on to the class heap (no page out once all are freed);
+ *   - one set: the class heaps of two sizes cut their pages from one set
+ *     of segments (under a lock, not a thread's), and once the blocks are
+ *     freed and collected no more pages are in use than before;
  *   - alone (argument "alone"): while more than HZ_SHARED_PAGES (4)
  *     threads a CPU hold a heap, threads that start make their first
  *     mallocs and frees without one (written blocks of the shared pages,
@@ -362,6 +365,57 @@ static void lent(void) {
             "back, %zu before",
             pages_in_use(), before);
   set_route(LENT_SIZE, HZ_CENTRAL_THREAD);
+}
+
+/* --- one set ---------------------------------------------------------------
+ */
+/* The class heaps of two sizes cut their pages (those not lent) from one
+ * set of segments, under a lock, not a thread's; once their blocks are
+ * freed and collected, no more pages are in use than before. */
+enum { SET_BLOCKS = 100 };
+static const size_t set_sizes[2] = {1200, 7000};
+
+static void *one_set_thread(void *arg) {
+  void **blocks = arg;
+  for (int i = 0; i < 2 * SET_BLOCKS; i++)
+    blocks[i] = hz_malloc(set_sizes[i / SET_BLOCKS]);
+  return NULL;
+}
+
+static void one_set(void) {
+  hz_collect(true);
+  size_t before = pages_in_use();
+  for (int k = 0; k < 2; k++)
+    set_route(set_sizes[k], HZ_CENTRAL_SHARED);
+  static void *blocks[2 * SET_BLOCKS];
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, one_set_thread, blocks) == 0);
+  pthread_join(t, NULL);
+  const hz_segment_set_t *set = NULL;
+  int seen[2] = {0, 0}, elsewhere = 0;
+  for (int i = 0; i < 2 * SET_BLOCKS; i++) {
+    hz_page_t *page = hz_segment_block_page(blocks[i]);
+    if (!hz_central_holds(page) || page->lent) continue;
+    seen[i / SET_BLOCKS]++;
+    if (set == NULL) set = hz_segment_set_of_page(page);
+    elsewhere += hz_segment_set_of_page(page) != set;
+  }
+  CHECK_MSG(seen[0] > 0 && seen[1] > 0,
+            "%d and %d blocks of the two classes on the class heaps' pages",
+            seen[0], seen[1]);
+  CHECK_MSG(elsewhere == 0, "%d blocks on pages of another set", elsewhere);
+  CHECK_MSG(set != NULL && set->lock != NULL,
+            "the class heaps' set has no lock");
+  for (int i = 0; i < 2 * SET_BLOCKS; i++)
+    hz_free(blocks[i]);
+  for (int k = 0; k < 2; k++)
+    set_route(set_sizes[k], HZ_CENTRAL_THREAD);
+  hz_collect(true);
+  hz_collect(true);
+  CHECK_MSG(pages_in_use() <= before,
+            "%zu pages in use after the class heaps' blocks were freed, "
+            "%zu before",
+            pages_in_use(), before);
 }
 
 /* --- ladder ---------------------------------------------------------------
@@ -1041,6 +1095,7 @@ int main(int argc, char **argv) {
   routes();
   lent();
   lent_live();
+  one_set();
   ladder();
   bool migrated = stopped();
   restarts(false, false);

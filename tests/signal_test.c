@@ -24,8 +24,9 @@
  * exit), the process's segments and a segment's own lock (a new thread's
  * first page), the large blocks' cache (a large malloc and free), a shared
  * pages' class heap (a young thread of a crowded program, which takes its
- * blocks under it; a bin refilled from the shared pages), their mapping
- * (the first young thread), a class's depot (a bin spilling into it and
+ * blocks under it; a bin refilled from the shared pages), the segments
+ * the class heaps share (a page cut for one), their mapping (the first
+ * young thread), a class's depot (a bin spilling into it and
  * refilled from it), the caches' drain and the collection round
  * (malloc_trim; a malloc refused by the kernel takes them too), and the
  * guard's line of slots (a guarded malloc and free). The profiler's lock
@@ -356,6 +357,13 @@ static void case_class_refill(void) {
   keep(200, 48);
 }
 
+/* The class heap cuts pages of 2,000-byte blocks (32 a page) from the
+ * segments the class heaps share, under their lock. */
+static void case_class_set(void) {
+  arm(HZ_LOCK_ID_CLASS_SET);
+  keep(200, 2000);
+}
+
 /* The bin overflows: half of it goes to the class's depot. */
 static void case_depot_put(void) {
   keep(300, 48);
@@ -421,6 +429,7 @@ static const case_t cases[] = {
     {"class.young_thread", case_class_young, {"HZ_SHARED_PAGES=1", NULL}},
     {"make.young_thread", case_make, {"HZ_SHARED_PAGES=1", NULL}},
     {"class.refill", case_class_refill, {SHARED, NULL}},
+    {"class_set.cut", case_class_set, {SHARED, NULL}},
     {"depot.put", case_depot_put, {SHARED, NULL}},
     {"depot.take", case_depot_take, {SHARED, NULL}},
     {"drain.malloc_trim", case_drain, {SHARED, NULL}},

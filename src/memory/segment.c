@@ -3,12 +3,14 @@
  * 2 MiB region, giving free slices back to the kernel after the purge
  * delay, and the map of segments outside the arena.
  *
- * Locks: a heap's set is its owner's alone. Each segment's lock guards its
- * slice bitmaps against the purge; the owner takes it when it cuts or
- * frees a page (nobody else wants it then). The process-wide segment lock
- * guards the cache, the list of all segments, the arena and the purge
- * walk; it is taken per 4 MiB segment that changes hands, never per page.
- * Order: segment lock, then a segment's lock.
+ * Locks: a heap's own set is its owner's alone; the set the class heaps
+ * share has a lock, taken around each call that reads or changes it. Each
+ * segment's lock guards its slice bitmaps against the purge; the owner
+ * takes it when it cuts or frees a page (nobody else wants it then). The
+ * process-wide segment lock guards the cache, the list of all segments,
+ * the arena and the purge walk; it is taken per 4 MiB segment that changes
+ * hands, never per page. Order: a set's lock, the segment lock, a
+ * segment's lock.
  *
  * Invariants: a segment is on its set's room list iff it has a free slice;
  * a set keeps at most one segment with no page (`empty`), others go to the
@@ -532,22 +534,43 @@ static hz_page_t *set_cut(hz_segment_set_t *set, placement_t at, unsigned n) {
   return page;
 }
 
-hz_page_t *hz_segment_page_cut(hz_segment_set_t *set, hz_page_kind_t kind) {
-  unsigned n = kind_slices[kind];
+/* A shared set's lock around a call (a heap's own set has none). */
+static void set_hold(hz_segment_set_t *set) {
+  if (set->lock != NULL) hz_lock(set->lock);
+}
+
+static void set_let_go(hz_segment_set_t *set) {
+  if (set->lock != NULL) hz_unlock(set->lock);
+}
+
+static hz_page_t *set_page_cut(hz_segment_set_t *set, unsigned n) {
   placement_t at = set_place(set, n);
   return at.seg != NULL ? set_cut(set, at, n) : NULL;
 }
 
-hz_page_t *hz_segment_page_alloc(hz_segment_set_t *set, hz_page_kind_t kind) {
-  hz_page_t *page = hz_segment_page_cut(set, kind);
+static hz_page_t *set_page_alloc(hz_segment_set_t *set, unsigned n) {
+  hz_page_t *page = set_page_cut(set, n);
   if (page != NULL) return page;
   hz_segment_t *seg = segment_acquire();
   if (seg == NULL) return NULL;
   set_push(set, seg);
-  unsigned n = kind_slices[kind];
   placement_t at = set_place(set, n);
   HZ_ASSERT(at.seg == seg);
   return set_cut(set, at, n);
+}
+
+hz_page_t *hz_segment_page_cut(hz_segment_set_t *set, hz_page_kind_t kind) {
+  set_hold(set);
+  hz_page_t *page = set_page_cut(set, kind_slices[kind]);
+  set_let_go(set);
+  return page;
+}
+
+hz_page_t *hz_segment_page_alloc(hz_segment_set_t *set, hz_page_kind_t kind) {
+  set_hold(set);
+  hz_page_t *page = set_page_alloc(set, kind_slices[kind]);
+  set_let_go(set);
+  return page;
 }
 
 /* The slices of a page, from its area (only the last slice's page may
@@ -560,9 +583,8 @@ static uint64_t page_bits(const hz_segment_t *seg, const hz_page_t *page) {
   return run_bits(first, end - first);
 }
 
-static void segment_page_free(hz_page_t *page, bool now) {
-  hz_segment_t *seg = hz_segment_of_page(page);
-  hz_segment_set_t *set = seg->set;
+static void set_page_free(hz_segment_set_t *set, hz_segment_t *seg,
+                          hz_page_t *page, bool now) {
   uint64_t bits = page_bits(seg, page);
   unsigned first = (unsigned)__builtin_ctzll(bits);
   unsigned n = (unsigned)__builtin_popcountll(bits);
@@ -591,6 +613,14 @@ static void segment_page_free(hz_page_t *page, bool now) {
   segment_release(seg);
 }
 
+static void segment_page_free(hz_page_t *page, bool now) {
+  hz_segment_t *seg = hz_segment_of_page(page);
+  hz_segment_set_t *set = HZ_SHARED_GET(seg->set); /* kept while cut */
+  set_hold(set);
+  set_page_free(set, seg, page, now);
+  set_let_go(set);
+}
+
 void hz_segment_page_free(hz_page_t *page) { segment_page_free(page, false); }
 
 hz_segment_set_t *hz_segment_set_of_page(const hz_page_t *page) {
@@ -602,11 +632,14 @@ void hz_segment_page_give_back(hz_page_t *page) {
 }
 
 void hz_segment_set_trim(hz_segment_set_t *set) {
+  set_hold(set);
   hz_segment_t *seg = set->empty;
-  if (seg == NULL) return;
-  set->empty = NULL;
-  set_remove(set, seg);
-  segment_release(seg);
+  if (seg != NULL) {
+    set->empty = NULL;
+    set_remove(set, seg);
+    segment_release(seg);
+  }
+  set_let_go(set);
 }
 
 /* ---------------------------------------------------------------------------

@@ -86,12 +86,15 @@ typedef struct hz_segment_s {
   hz_page_tally_t tallies[HZ_SLICES];
 } hz_segment_t;
 
-/* A heap's segments: only its owner (or a collector holding the heap)
- * touches the set, so a page goes from segment to heap without a
- * process-wide lock. */
+/* The segments pages are cut from. A thread's heap has a set of its own,
+ * which only its owner (or a collector holding the heap) touches, so a
+ * page goes from segment to heap without a process-wide lock. The class
+ * heaps share one set: its `lock` (NULL for a heap's own) is taken by
+ * every call here that reads or changes the set. */
 typedef struct hz_segment_set_s {
   hz_segment_t *room;  /* segments with a free slice */
   hz_segment_t *empty; /* one segment with no page, kept for reuse */
+  hz_lock_t *lock;     /* a shared set's, else NULL */
 } hz_segment_set_t;
 
 /* The header (page descriptors, then the pages' tallies: counts and free
@@ -200,12 +203,13 @@ HZ_INLINE hz_page_t *hz_segment_page_of(hz_segment_t *seg, const void *p) {
 hz_page_kind_t hz_segment_kind_for(size_t block_size);
 /* A free page of the given kind from the set's segments (start/end set,
  * owner unset), or NULL when no memory can be had. Placed in the fullest
- * 2 MiB region with room. Owner of the set only. */
+ * 2 MiB region with room. Owner of the set only (or its lock's takers). */
 hz_page_t *hz_segment_page_alloc(hz_segment_set_t *set, hz_page_kind_t kind);
 /* The same from the segments the set holds already: NULL when none of them
  * has room. */
 hz_page_t *hz_segment_page_cut(hz_segment_set_t *set, hz_page_kind_t kind);
-/* Give a page with no live block back to its segment (its set's owner). */
+/* Give a page with no live block back to its segment (its set's owner, or
+ * any heap cutting from a shared set). */
 void hz_segment_page_free(hz_page_t *page);
 /* The same, and its slices' memory (with every other free slice of its
  * segment) goes back to the kernel at once, not a purge delay later: a page

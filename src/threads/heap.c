@@ -102,6 +102,7 @@ void hz_heap_init(hz_heap_t *heap) {
   for (uint8_t c = 1; c < HZ_CLASS_COUNT; c++)
     heap_bin_init(heap, c);
   heap->state = HZ_HEAP_LIVE;
+  heap->cuts_from = &heap->segments;
   if (hz_prof_active || hz_guard_active) hz_heap_arm_sampling(heap);
 }
 
@@ -132,9 +133,10 @@ void hz_heap_arm_sampling(hz_heap_t *heap) {
 
 /* Only the bin of its class: threads without a heap malloc from it (the
  * central box's lock held), counted and sampled as any heap's. */
-void hz_heap_init_shared(hz_heap_t *heap, uint8_t cls) {
+void hz_heap_init_shared(hz_heap_t *heap, uint8_t cls, hz_segment_set_t *set) {
   heap_bin_init(heap, cls);
   heap->state = HZ_HEAP_SHARED;
+  heap->cuts_from = set;
   if (hz_prof_active || (hz_guard_active && heap_guard_class(cls)))
     heap_sample_after(&heap->bins[cls], heap_sample_gap(cls));
 }
@@ -289,7 +291,7 @@ static bool heap_spares_free(hz_heap_t *heap) {
 
 void hz_heap_spare_release(hz_heap_t *heap) {
   heap_spares_free(heap);
-  hz_segment_set_trim(&heap->segments);
+  hz_segment_set_trim(heap->cuts_from);
 }
 
 /* ---------------------------------------------------------------------------
@@ -803,10 +805,10 @@ static bool heap_release_kept(hz_heap_t *heap) {
  * the empty pages the heap keeps go back to them: memory freed in pages of
  * one size serves pages of another before more is mapped. */
 static hz_page_t *heap_cut_page(hz_heap_t *heap, hz_page_kind_t kind) {
-  hz_page_t *page = hz_segment_page_cut(&heap->segments, kind);
+  hz_page_t *page = hz_segment_page_cut(heap->cuts_from, kind);
   if (page == NULL && heap_release_kept(heap))
-    page = hz_segment_page_cut(&heap->segments, kind);
-  return page != NULL ? page : hz_segment_page_alloc(&heap->segments, kind);
+    page = hz_segment_page_cut(heap->cuts_from, kind);
+  return page != NULL ? page : hz_segment_page_alloc(heap->cuts_from, kind);
 }
 
 /* A page for class `cls` with room: a spare page (one of the class keeps

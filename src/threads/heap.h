@@ -164,7 +164,9 @@ typedef struct hz_heap_s {
   _Alignas(64) _Atomic uint32_t lent;
   _Atomic(struct hz_page_s *) returned;
   _Alignas(64) hz_stash_t stash;         /* our frees bound for other heaps */
-  hz_segment_set_t segments;             /* where its pages are cut from */
+  hz_segment_set_t segments; /* a thread's heap's own, lender of its pages */
+  hz_segment_set_t *cuts_from; /* where its pages are cut from: `segments`,
+                                  or the set the class heaps share */
   hz_page_t *spare[HZ_HEAP_SPARE_KINDS]; /* empty pages, linked by next */
   uint8_t spare_count[HZ_HEAP_SPARE_KINDS];
   size_t empty_bytes; /* of the empty pages kept in class queues */
@@ -457,8 +459,9 @@ void hz_heap_trim(hz_heap_t *heap);
 void hz_heap_init(hz_heap_t *heap);
 /* The shared pages' heap of class `cls` (central box), in memory that is
  * zeros: only the bin of its class is set (threads without a heap malloc
- * from it), the others stay empty without room. */
-void hz_heap_init_shared(hz_heap_t *heap, uint8_t cls);
+ * from it), the others stay empty without room; its pages are cut from
+ * `set`, which the class heaps share (a set with a lock). */
+void hz_heap_init_shared(hz_heap_t *heap, uint8_t cls, hz_segment_set_t *set);
 void hz_heap_flush(hz_heap_t *heap);
 /* The exiting owner publishes its stash and counts and keeps its bins for
  * the thread that adopts the heap next (collectors take them otherwise). */
