@@ -49,9 +49,10 @@
  *     is left on its own pages after its refill from the class heap), and
  *     blocks another thread freed before that, which reach its inbox
  *     after, go on to the class heap (no page out once all are freed);
- *   - one set: the class heaps of two sizes cut their pages from one set
- *     of segments (under a lock, not a thread's), and once the blocks are
- *     freed and collected no more pages are in use than before;
+ *   - one set: the class heaps of two sizes up to 16 KiB cut their pages
+ *     from one set of segments (under a lock, not a thread's), that of a
+ *     wide size from its own, and once the blocks are freed and collected
+ *     no more pages are in use than before;
  *   - alone (argument "alone"): while more than HZ_SHARED_PAGES (4)
  *     threads a CPU hold a heap, threads that start make their first
  *     mallocs and frees without one (written blocks of the shared pages,
@@ -369,15 +370,17 @@ static void lent(void) {
 
 /* --- one set ---------------------------------------------------------------
  */
-/* The class heaps of two sizes cut their pages (those not lent) from one
- * set of segments, under a lock, not a thread's; once their blocks are
- * freed and collected, no more pages are in use than before. */
-enum { SET_BLOCKS = 100 };
-static const size_t set_sizes[2] = {1200, 7000};
+/* The class heaps of two sizes up to 16 KiB cut their pages (those not
+ * lent) from one set of segments, under a lock, not a thread's; that of
+ * 40,000-byte blocks (wide pages) from a set of its own, without one; once
+ * their blocks are freed and collected, no more pages are in use than
+ * before. */
+enum { SET_BLOCKS = 100, SET_SIZES = 3 };
+static const size_t set_sizes[SET_SIZES] = {1200, 7000, 40000};
 
 static void *one_set_thread(void *arg) {
   void **blocks = arg;
-  for (int i = 0; i < 2 * SET_BLOCKS; i++)
+  for (int i = 0; i < SET_SIZES * SET_BLOCKS; i++)
     blocks[i] = hz_malloc(set_sizes[i / SET_BLOCKS]);
   return NULL;
 }
@@ -385,30 +388,34 @@ static void *one_set_thread(void *arg) {
 static void one_set(void) {
   hz_collect(true);
   size_t before = pages_in_use();
-  for (int k = 0; k < 2; k++)
+  for (int k = 0; k < SET_SIZES; k++)
     set_route(set_sizes[k], HZ_CENTRAL_SHARED);
-  static void *blocks[2 * SET_BLOCKS];
+  static void *blocks[SET_SIZES * SET_BLOCKS];
   pthread_t t;
   CHECK(pthread_create(&t, NULL, one_set_thread, blocks) == 0);
   pthread_join(t, NULL);
-  const hz_segment_set_t *set = NULL;
-  int seen[2] = {0, 0}, elsewhere = 0;
-  for (int i = 0; i < 2 * SET_BLOCKS; i++) {
+  const hz_segment_set_t *set = NULL, *wide = NULL;
+  int seen[SET_SIZES] = {0}, elsewhere = 0;
+  for (int i = 0; i < SET_SIZES * SET_BLOCKS; i++) {
     hz_page_t *page = hz_segment_block_page(blocks[i]);
     if (!hz_central_holds(page) || page->lent) continue;
-    seen[i / SET_BLOCKS]++;
-    if (set == NULL) set = hz_segment_set_of_page(page);
-    elsewhere += hz_segment_set_of_page(page) != set;
+    int k = i / SET_BLOCKS;
+    seen[k]++;
+    const hz_segment_set_t **first = k < 2 ? &set : &wide;
+    if (*first == NULL) *first = hz_segment_set_of_page(page);
+    elsewhere += hz_segment_set_of_page(page) != *first;
   }
-  CHECK_MSG(seen[0] > 0 && seen[1] > 0,
-            "%d and %d blocks of the two classes on the class heaps' pages",
-            seen[0], seen[1]);
+  CHECK_MSG(seen[0] > 0 && seen[1] > 0 && seen[2] > 0,
+            "%d, %d and %d blocks of the classes on the class heaps' pages",
+            seen[0], seen[1], seen[2]);
   CHECK_MSG(elsewhere == 0, "%d blocks on pages of another set", elsewhere);
   CHECK_MSG(set != NULL && set->lock != NULL,
             "the class heaps' set has no lock");
-  for (int i = 0; i < 2 * SET_BLOCKS; i++)
+  CHECK_MSG(wide != NULL && wide != set && wide->lock == NULL,
+            "the wide pages' class heap cuts from the shared set");
+  for (int i = 0; i < SET_SIZES * SET_BLOCKS; i++)
     hz_free(blocks[i]);
-  for (int k = 0; k < 2; k++)
+  for (int k = 0; k < SET_SIZES; k++)
     set_route(set_sizes[k], HZ_CENTRAL_THREAD);
   hz_collect(true);
   hz_collect(true);
