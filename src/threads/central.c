@@ -22,19 +22,9 @@ static hz_heap_t *central; /* HZ_CENTRAL_CLASSES heaps, by class */
 static hz_lock_t make_lock = HZ_LOCK_INIT(HZ_LOCK_ID_MAKE);
 static hz_lock_t class_lock[HZ_CENTRAL_CLASSES];
 static bool class_made[HZ_CENTRAL_CLASSES]; /* under the class's lock */
-/* One set for the class heaps of blocks up to 16 KiB (pages of one or two
- * slices), not one each: rptest's shared classes mapped 140 MB in 66
- * regions with a set each, 50 MB in 22 with one. Wider pages take 8 or 32
- * slices of one region, which a set shared with small pages rarely frees
- * whole: with them in it, mt_remote 16 B-128 KiB T4 held 22-35% more
- * (results/2026-11-28-issue78/one-set.md), so their heaps keep a set each. */
+/* The set the class heaps of small pages share (hz_heap_init_shared). */
 static hz_lock_t set_lock = HZ_LOCK_INIT(HZ_LOCK_ID_CLASS_SET);
 static hz_segment_set_t class_set = {NULL, NULL, &set_lock};
-
-static hz_segment_set_t *class_cuts_from(hz_heap_t *shared, uint8_t cls) {
-  hz_page_kind_t kind = hz_segment_kind_for(hz_sizeclass_block_size(cls));
-  return kind <= HZ_KIND_MEDIUM ? &class_set : &shared->segments;
-}
 
 static bool central_make(void);
 
@@ -43,8 +33,7 @@ static hz_heap_t *central_class(uint8_t cls) {
   hz_heap_t *shared = (hz_heap_t *)hz_central_base() + cls;
   if (HZ_UNLIKELY(!__atomic_load_n(&class_made[cls], __ATOMIC_ACQUIRE))) {
     hz_lock(&class_lock[cls]);
-    if (!class_made[cls])
-      hz_heap_init_shared(shared, cls, class_cuts_from(shared, cls));
+    if (!class_made[cls]) hz_heap_init_shared(shared, cls, &class_set);
     __atomic_store_n(&class_made[cls], true, __ATOMIC_RELEASE);
     hz_unlock(&class_lock[cls]);
   }

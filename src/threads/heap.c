@@ -133,10 +133,17 @@ void hz_heap_arm_sampling(hz_heap_t *heap) {
 
 /* Only the bin of its class: threads without a heap malloc from it (the
  * central box's lock held), counted and sampled as any heap's. */
+/* The class heaps of blocks up to 16 KiB (pages of one or two slices)
+ * cut their pages from one set, not one each: rptest's shared classes
+ * mapped 54-66 MB with it against 142-155 MB. Wider pages take 8 or 32
+ * slices of one region, which a set shared with small pages rarely frees
+ * whole: with them in it, mt_remote 16 B-128 KiB T4 held 22-35% more
+ * (results/2026-11-28-issue78/one-set.md), so their heaps keep their own. */
 void hz_heap_init_shared(hz_heap_t *heap, uint8_t cls, hz_segment_set_t *set) {
   heap_bin_init(heap, cls);
   heap->state = HZ_HEAP_SHARED;
-  heap->cuts_from = set;
+  hz_page_kind_t kind = hz_segment_kind_for(hz_sizeclass_block_size(cls));
+  heap->cuts_from = kind <= HZ_KIND_MEDIUM ? set : &heap->segments;
   if (hz_prof_active || (hz_guard_active && heap_guard_class(cls)))
     heap_sample_after(&heap->bins[cls], heap_sample_gap(cls));
 }

@@ -460,7 +460,8 @@ void hz_heap_init(hz_heap_t *heap);
 /* The shared pages' heap of class `cls` (central box), in memory that is
  * zeros: only the bin of its class is set (threads without a heap malloc
  * from it), the others stay empty without room; its pages are cut from
- * `set`, which the class heaps share (a set with a lock). */
+ * `set`, which the class heaps share (a set with a lock), when they hold
+ * blocks up to 16 KiB, else from its own. */
 void hz_heap_init_shared(hz_heap_t *heap, uint8_t cls, hz_segment_set_t *set);
 void hz_heap_flush(hz_heap_t *heap);
 /* The exiting owner publishes its stash and counts and keeps its bins for
