@@ -1,11 +1,12 @@
 /* central: each class's route (where its refills come from), the shared
  * pages' heaps, one a class, each under its own lock, the segments they
  * cut their pages from (for blocks up to 16 KiB one set, under its own
- * lock: taken inside a class's), the two ends of their ladder (a bin that runs empty, a bin
- * that overflows), and giving back what the heaps hold (see central.h). They are mapped together at the first switch on, so that
- * one range of addresses tells a shared page by its owner word, and never
- * unmapped: blocks of their pages may be anywhere in the program for as
- * long as it runs. A class's heap is set up by its first refill. */
+ * lock: taken inside a class's), the two ends of their ladder (a bin that
+ * runs empty, a bin that overflows), and giving back what the heaps hold
+ * (see central.h). They are mapped together at the first switch on, so
+ * that one range of addresses tells a shared page by its owner word, and
+ * never unmapped: blocks of their pages may be anywhere in the program for
+ * as long as it runs. A class's heap is set up by its first refill. */
 #include "central.h"
 
 #include <stdatomic.h>

@@ -132,9 +132,9 @@ void hz_heap_arm_sampling(hz_heap_t *heap) {
 }
 
 /* Only the bin of its class: threads without a heap malloc from it (the
- * central box's lock held), counted and sampled as any heap's. */
-/* The class heaps of blocks up to 16 KiB (pages of one or two slices)
- * cut their pages from one set, not one each: rptest's shared classes
+ * central box's lock held), counted and sampled as any heap's. The class
+ * heaps of blocks up to 16 KiB (pages of one or two slices) cut their
+ * pages from one set, not one each: rptest's shared classes
  * mapped 54-66 MB with it against 142-155 MB. Wider pages take 8 or 32
  * slices of one region, which a set shared with small pages rarely frees
  * whole: with them in it, mt_remote 16 B-128 KiB T4 held 22-35% more

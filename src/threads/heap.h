@@ -164,9 +164,9 @@ typedef struct hz_heap_s {
   _Alignas(64) _Atomic uint32_t lent;
   _Atomic(struct hz_page_s *) returned;
   _Alignas(64) hz_stash_t stash;         /* our frees bound for other heaps */
-  hz_segment_set_t segments; /* a thread's heap's own, lender of its pages */
-  hz_segment_set_t *cuts_from; /* where its pages are cut from: `segments`,
-                                  or the set the class heaps share */
+  hz_segment_set_t segments;    /* its own (lent pages come back to it) */
+  hz_segment_set_t *cuts_from;  /* where its pages are cut from: `segments`,
+                                   or the set the class heaps share */
   hz_page_t *spare[HZ_HEAP_SPARE_KINDS]; /* empty pages, linked by next */
   uint8_t spare_count[HZ_HEAP_SPARE_KINDS];
   size_t empty_bytes; /* of the empty pages kept in class queues */
