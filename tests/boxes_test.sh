@@ -61,4 +61,37 @@ for f in $objects; do
 done
 [ "$calls" -gt 50 ] || fail "only $calls calls between boxes found: is $OBJ the library's objects?"
 
+# Inside a box of several files, calls go one way too: docs/DESIGN.md's
+# file order table lists such a box's files bottom first, and a file may
+# call only the files listed before it (so no circle between them).
+awk '/<!-- file order:/ { on = 1; next } /<!-- file order end/ { on = 0 }
+     on && /^\| [a-z_]+ \| `/ {
+       n = split($0, cell, "|"); box = cell[2]; gsub(/ /, "", box)
+       files = cell[3]; gsub(/`|,/, "", files); gsub(/src\//, "", files)
+       gsub(/\.c/, "", files); gsub(/^ +| +$/, "", files)
+       print box "|" files
+     }' "$DESIGN" >"$WORK/order_table"
+[ -s "$WORK/order_table" ] || fail "no file order table in $DESIGN"
+while IFS='|' read -r box files; do
+  for f in $objects; do
+    [ "${box_of[$f]:-}" = "$box" ] || continue
+    case " $files " in *" $f "*) ;; *) fail "src/$f.c of box $box is not in its file order";; esac
+  done
+  below=""
+  for f in $files; do
+    [ -f "$OBJ/$f.c.o" ] || { fail "file order of $box names src/$f.c, which is not built"; continue; }
+    nm -u "$OBJ/$f.c.o" | awk '{ print $2 }' | sort -u >"$WORK/undefined"
+    for g in $files; do
+      [ "$g" = "$f" ] && continue
+      case " $below " in *" $g "*) continue;; esac
+      nm --defined-only "$OBJ/$g.c.o" | awk '$2 ~ /[TDBR]/ { print $3 }' | sort -u >"$WORK/above"
+      join "$WORK/undefined" "$WORK/above" | while read -r sym; do
+        echo "FAIL src/$f.c uses $sym of src/$g.c, which comes after it in box $box's file order"
+      done >>"$WORK/inside"
+    done
+    below="$below $f"
+  done
+done <"$WORK/order_table"
+if [ -s "$WORK/inside" ]; then cat "$WORK/inside"; failures=$((failures + 1)); fi
+
 finish boxes "$(wc -l <"$WORK/table") boxes, $calls calls between them, all allowed"

@@ -15,7 +15,7 @@
  * while the page holds no live block, through the segment box under its
  * lock, but for one move: a thread's heap lends its page of a class that
  * turned shared to the class's heap, blocks in use and all, under the
- * class's lock (heap.c, "Lent pages"). `owner` is stable while any block
+ * class's lock (heap_lend.c, "Lent pages"). `owner` is stable while any block
  * is live but for that move, after which the old owner's drain sends on
  * the blocks that still reach it.
  *
@@ -122,7 +122,7 @@ typedef struct hz_page_s {
   };
   uint8_t cut_zeroed; /* segment's: cut from slices that read as zeros */
   /* Its slices are in a segment of another heap's set than its owner's:
-   * a thread's heap lent it to its class's shared heap (heap.c, "Lent
+   * a thread's heap lent it to its class's shared heap (heap_lend.c, "Lent
    * pages"). Cleared with the descriptor when its slices go back. */
   uint8_t lent;
   uint32_t emptied_at; /* its heap's slow paths when it emptied */
@@ -133,7 +133,7 @@ typedef struct hz_page_s {
   struct hz_page_s *next; /* heap queue; an interior slice: its page */
   struct hz_page_s *prev;
   /* Its heap's: its last refill was a sample's of a class that refills
-   * from the shared pages (heap.c), so the heap keeps it when it lends the
+   * from the shared pages (heap_lend.c), so the heap keeps it when it lends the
    * class's pages. */
   uint8_t for_samples;
   uint8_t unused;

@@ -156,17 +156,17 @@ typedef struct hz_heap_s {
   uint64_t refill_frees[HZ_CLASS_COUNT];
   /* Blocks other threads freed to us (written by them) on its own line. */
   _Alignas(64) hz_inbox_t inbox;
-  /* Lent pages (heap.c): its pages lent to the shared pages' heaps and
+  /* Lent pages (heap_lend.c): its pages lent to the shared pages' heaps and
    * not back yet, and those given back, for its next slow path or a
    * collector to give back to their segments (linked by `next`; written
    * by the shared heaps). While any is out the heap is not retired: its
    * set is where they go back. */
   _Alignas(64) _Atomic uint32_t lent;
   _Atomic(struct hz_page_s *) returned;
-  _Alignas(64) hz_stash_t stash;         /* our frees bound for other heaps */
-  hz_segment_set_t segments;    /* its own (lent pages come back to it) */
-  hz_segment_set_t *cuts_from;  /* where its pages are cut from: `segments`,
-                                   or the set the class heaps share */
+  _Alignas(64) hz_stash_t stash; /* our frees bound for other heaps */
+  hz_segment_set_t segments;     /* its own (lent pages come back to it) */
+  hz_segment_set_t *cuts_from;   /* where its pages are cut from: `segments`,
+                                    or the set the class heaps share */
   hz_page_t *spare[HZ_HEAP_SPARE_KINDS]; /* empty pages, linked by next */
   uint8_t spare_count[HZ_HEAP_SPARE_KINDS];
   size_t empty_bytes; /* of the empty pages kept in class queues */
@@ -191,7 +191,7 @@ typedef struct hz_heap_s {
   uint32_t run_frees;
   /* Per class: its refills come from the shared pages (its own pages then
    * go to the class heap, lent, but for the one its samples take from:
-   * heap.c), and the full queue still has pages of it to lend; and the
+   * heap_lend.c), and the full queue still has pages of it to lend; and the
    * shared refills since the last sample (route.h). */
   bool refills_shared[HZ_CLASS_COUNT];
   bool lend_full[HZ_CLASS_COUNT];
@@ -436,7 +436,9 @@ typedef enum { HZ_BINS_KEEP, HZ_BINS_BELOW_TOP, HZ_BINS_ALL } hz_bins_take_t;
 void hz_heap_collect(hz_heap_t *heap, bool purge, hz_bins_take_t bins);
 /* Blocks wait in the inbox (a collector may ask before it claims the
  * heap). */
-bool hz_heap_has_incoming(const hz_heap_t *heap);
+HZ_INLINE bool hz_heap_has_incoming(const hz_heap_t *heap) {
+  return hz_remote_pending(&heap->inbox);
+}
 /* A thread that adopts a pooled heap waits here until no collector has it. */
 void hz_heap_wait_unclaimed(hz_heap_t *heap);
 void hz_heap_release_claim(hz_heap_t *heap);
@@ -444,9 +446,6 @@ void hz_heap_release_claim(hz_heap_t *heap);
  * the stash, the inbox or the backlog. Then no page names it and no block
  * travels to it, so its memory can go. */
 bool hz_heap_holds_nothing(const hz_heap_t *heap);
-/* The lent pages given back to the heap (heap.c) into their segments: by
- * its owner in a slow path, or a collector holding it. */
-void hz_heap_take_returned(hz_heap_t *heap);
 /* The owner gives back all it can, bins included, and the memory of the
  * free blocks in its pages (malloc_trim). */
 void hz_heap_trim(hz_heap_t *heap);

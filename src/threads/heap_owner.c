@@ -1,11 +1,26 @@
 /* heap_owner: the owner's side of the collection handshake: waiting while
  * a collector holds its heap, taking its bins back after a collector took
  * blocks from them, and the report of a slow path entered twice (a signal
- * handler that called malloc). See heap_owner.h. */
+ * handler that called malloc). See heap_owner.h. Also the box's shared
+ * state: the constant empty heap, the thread's heap pointers and where
+ * the class heaps lie. */
 #include <string.h>
 
 #include "heap_owner.h"
 #include "os.h"
+
+/* Bins empty and without room: every call takes the slow path. */
+const hz_heap_t hz_heap_empty = {.state = HZ_HEAP_EMPTY};
+uintptr_t hz_heap_shared_base;
+size_t hz_heap_shared_span;
+
+void hz_heap_set_shared_range(const void *base, size_t span) {
+  HZ_SHARED_SET(hz_heap_shared_base, (uintptr_t)base);
+  HZ_SHARED_SET(hz_heap_shared_span, span);
+}
+
+HZ_TLS hz_heap_t *hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
+HZ_TLS hz_heap_t *hz_heap_own;
 
 void hz_heap_wait_unclaimed(hz_heap_t *heap) {
   while (hz_heap_claimed(heap))
