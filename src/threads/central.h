@@ -1,6 +1,7 @@
 /* central: the shared pages and their ladder. A class's refills come
  * either from each thread's own pages or from the class's shared pages
- * (the purge thread's rounds decide, by route.h's rule, and set it here).
+ * (the class decision judges, decision.h, by route.h's rule, and sets it
+ * here).
  * A shared page belongs to no thread: its blocks go, whoever frees them,
  * into the freeing thread's bin; a bin that spills passes them to the CPU's
  * cache (cpu_cache.c), a full cache to the class's depot, a full depot to

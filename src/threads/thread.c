@@ -31,6 +31,7 @@
 
 #include "central.h"
 #include "cpu_cache.h"
+#include "decision.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -50,7 +51,6 @@
 #include "os.h"
 #include "prof.h"
 #include "purge.h"
-#include "route.h"
 #include "tool.h"
 
 /* Each heap is a mapping of its own, so a retired heap's memory goes back
@@ -89,20 +89,11 @@ static HZ_TLS unsigned exit_rounds; /* times it ran (once per round) */
 static _Atomic int process_state;   /* 0 new, 1 starting, 2 ready */
 static _Atomic int hooks_state;     /* 0 none, 1 installing, 2 installed */
 static size_t heaps_bound;          /* threads that got a heap (pool lock) */
-static size_t heaps_live;     /* threads holding one now (written under the pool
-                               * lock; the purge thread reads it without) */
+static size_t heaps_live; /* threads holding one now (written under the pool
+                           * lock; the purge thread reads it without) */
 /* Wakes the purge thread early (with pool_lock) when heaps_live drops to
  * 0, so it ends at once. */
 static pthread_cond_t purge_wake = PTHREAD_COND_INITIALIZER;
-/* A thread of a crowded program (thread_crowded) makes its first ALONE_OPS
- * small mallocs and frees without a heap: its blocks come from the shared pages
- * one at a time under their class's lock, and go home one at a time to
- * their owner's inbox. A heap costs a thread the lines of its bins and a
- * page cut for every class it uses (2,000 threads of 50 blocks each held
- * 2.1 times glibc's peak RSS); short-lived threads never pay it, and a
- * thread that goes on takes one after ALONE_OPS. */
-#define ALONE_OPS 256
-static HZ_TLS unsigned alone_ops;
 /* One collection round at a time (purge thread, malloc_trim, reclaim). */
 static hz_lock_t collect_lock = HZ_LOCK_INIT(HZ_LOCK_ID_COLLECT);
 static _Atomic bool purge_thread_started;
@@ -394,81 +385,19 @@ static void purge_drain_idle_caches(void) {
   purge_drain_caches();
 }
 
-/* The CPUs the program may run on, as the crowding test counts them. */
-static size_t thread_cpus(void) {
-  static size_t cpus; /* 0 until first asked; any thread may ask */
-  size_t n = HZ_SHARED_GET(cpus);
-  if (n == 0) {
-    long conf = sysconf(_SC_NPROCESSORS_CONF);
-    n = conf > 0 ? (size_t)conf : 1;
-    HZ_SHARED_SET(cpus, n);
-  }
-  return n;
-}
-
-/* More threads hold a heap than HZ_SHARED_PAGES a CPU (route.h; never
- * with 0 or -1). */
-static bool thread_crowded(void) {
-  long per_cpu = hz_option(HZ_OPTION_SHARED_PAGES);
-  return per_cpu > 0 && hz_route_crowded(HZ_SHARED_GET(heaps_live),
-                                         thread_cpus(), (size_t)per_cpu);
-}
-
-/* What a sum grew by since the last round, `seen` (nothing if it went
- * back: a heap retired); the sum is remembered for the next. */
-static uint64_t purge_growth(uint64_t sum, uint64_t *seen) {
-  uint64_t grew = sum > *seen ? sum - *seen : 0;
-  *seen = sum;
-  return grew;
-}
-
-/* Add what the heaps published of each class since the last round to
- * `seen`: blocks handed out from their own pages, frees of those pages'
- * blocks by other threads (through a stash), and of those the frees that
- * extended a run. */
-static void purge_class_seen(hz_route_seen_t seen[HZ_CLASS_COUNT]) {
-  static hz_route_seen_t sums_seen[HZ_CLASS_COUNT];
-  static hz_route_seen_t sums[HZ_CLASS_COUNT];
-  memset(sums, 0, sizeof sums);
+/* A round of the class decision (decision.h) over what every heap
+ * counted. A class that leaves the shared pages leaves its blocks in the
+ * CPU caches and depots: they go to their class heaps at once. */
+static void purge_judge_classes(void) {
+  if (!hz_decision_rounds_on()) return;
+  hz_decision_sums_t sums;
+  memset(&sums, 0, sizeof sums);
   pool_take();
   for (hz_heap_t *h = heaps_all.first; h != NULL; h = h->next_all)
-    for (int c = 1; c < HZ_CLASS_COUNT; c++) {
-      const hz_class_counts_t *k = &h->counts[c];
-      sums[c].allocs += HZ_SHARED_GET(k->allocs);
-      sums[c].handed += HZ_SHARED_GET(k->handed);
-      sums[c].remote += HZ_SHARED_GET(k->remote_frees) -
-                        HZ_SHARED_GET(k->shared_frees);
-      sums[c].runs += HZ_SHARED_GET(k->run_frees);
-    }
+    hz_decision_add_heap(&sums, h);
+  size_t threads = heaps_live;
   pool_give();
-  for (int c = 1; c < HZ_CLASS_COUNT; c++) {
-    seen[c].allocs += purge_growth(sums[c].allocs, &sums_seen[c].allocs);
-    seen[c].handed += purge_growth(sums[c].handed, &sums_seen[c].handed);
-    seen[c].remote += purge_growth(sums[c].remote, &sums_seen[c].remote);
-    seen[c].runs += purge_growth(sums[c].runs, &sums_seen[c].runs);
-  }
-}
-
-/* The class decision (route.h), for every class: where its refills come
- * from. A class that leaves the shared pages leaves its blocks in the CPU
- * caches and depots, which no refill of it takes any more: they go to
- * their class heaps at once. */
-static void purge_judge_classes(void) {
-  static hz_route_seen_t seen[HZ_CLASS_COUNT];
-  if (hz_option(HZ_OPTION_SHARED_PAGES) <= 0) return; /* never, or always */
-  purge_class_seen(seen);
-  bool crowded = thread_crowded(), left = false;
-  hz_central_route_t shared = crowded ? HZ_CENTRAL_SHARED : HZ_CENTRAL_SAMPLED;
-  for (int c = 1; c < HZ_CLASS_COUNT; c++) {
-    bool now = hz_central_shares((size_t)c);
-    bool next = hz_route_shared(&seen[c], now, crowded);
-    if (hz_route_ready(&seen[c])) memset(&seen[c], 0, sizeof seen[c]);
-    if (next && HZ_SHARED_GET(hz_central_route[c]) != shared)
-      hz_central_set((size_t)c, shared);
-    else if (!next && now)
-      left |= hz_central_set((size_t)c, HZ_CENTRAL_THREAD);
-  }
-  if (left) purge_drain_caches();
+  if (hz_decision_judge(&sums, threads)) purge_drain_caches();
 }
 
 static void *purge_thread_main(void *arg) {
@@ -589,13 +518,6 @@ static void install_hooks(void) {
   pthread_key_create(&thread_key, thread_exit);
   pthread_atfork(fork_prepare, fork_parent, fork_child);
   atomic_store_explicit(&hooks_state, 2, memory_order_release);
-}
-
-/* HZ_SHARED_PAGES=-1: every class refills from the shared pages from the
- * start, and no round judges them. */
-static void thread_share_all(void) {
-  for (int c = 1; c < HZ_CLASS_COUNT; c++)
-    hz_central_set((size_t)c, HZ_CENTRAL_SHARED);
 }
 
 /* Make `heap`, just taken, the thread's own; false if a signal handler's
@@ -752,12 +674,9 @@ static bool thread_free_far(void *p, hz_segment_t **seg, hz_page_t **page) {
 }
 
 /* A thread without a heap stays without one for this malloc or free: a
- * young thread of a crowded program (see ALONE_OPS). */
+ * young thread of a crowded program (decision.h). */
 static bool thread_stays_alone(void) {
-  if (thread_exiting || alone_ops >= ALONE_OPS || !thread_crowded())
-    return false;
-  alone_ops++;
-  return true;
+  return hz_decision_stays_alone(HZ_SHARED_GET(heaps_live), thread_exiting);
 }
 
 /* A thread that only frees gets a heap too, so its frees travel home in
@@ -818,7 +737,7 @@ __attribute__((constructor)) static void thread_process_start(void) {
   if ((hz_prof_active || hz_guard_active) && hz_heap_tls != &hz_heap_empty)
     hz_heap_arm_sampling(hz_heap_tls);
   hz_cpu_cache_init(!hz_prof_active);
-  if (hz_option(HZ_OPTION_SHARED_PAGES) < 0) thread_share_all();
+  hz_decision_start();
 }
 
 static bool pool_contains_locked(const hz_heap_t *heap) {
