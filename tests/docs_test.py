@@ -2,7 +2,10 @@
 """The README and the pages under docs/ hold together: every relative link
 leads to a file of the repository, every #anchor to a heading of the page
 it names (GitHub's slugs), no page sends the reader outside the project
-(../shared), and the README stays short (at most 250 lines).
+(../shared), the README stays short (at most 250 lines), and
+docs/DESIGN.md's table of run-time conditions of a block's route names
+each condition the sources mark ([condition: NAME]) once, and no other,
+in the file that marks it.
 Usage: docs_test.py SOURCE_DIR"""
 import pathlib
 import re
@@ -67,11 +70,54 @@ def check_page(root, page, failures):
     return links
 
 
+CONDITION = re.compile(r"\[condition: ([a-z-]+)\]")
+
+
+def check_conditions(root, failures):
+    """The conditions table of docs/DESIGN.md against the marks in src/."""
+    marked = {}
+    for path in sorted((root / "src").rglob("*.[ch]")):
+        for name in CONDITION.findall(path.read_text()):
+            if name in marked:
+                failures.append("condition %s marked twice (%s, %s)" %
+                                (name, marked[name], path.name))
+            marked[name] = path.name
+    rows = {}
+    inside = False
+    for line in (root / "docs" / "DESIGN.md").read_text().splitlines():
+        if line.startswith("<!-- conditions:"):
+            inside = True
+        elif line.startswith("<!-- conditions end"):
+            inside = False
+        elif inside and re.match(r"\| [a-z-]+ \| `", line):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if cells[3] not in ("yes", "no"):
+                failures.append("condition %s: switch is %r, not yes or no" %
+                                (cells[0], cells[3]))
+            rows[cells[0]] = cells[1]
+    for name, file in marked.items():
+        if name not in rows:
+            failures.append("condition %s (%s) has no row in docs/DESIGN.md" %
+                            (name, file))
+        elif "`%s`" % file not in rows[name]:
+            failures.append("condition %s: docs/DESIGN.md says %s, marked in %s"
+                            % (name, rows[name], file))
+    for name in rows:
+        if name not in marked:
+            failures.append("condition %s of docs/DESIGN.md is marked nowhere"
+                            % name)
+    if len(marked) < 10:
+        failures.append("only %d conditions marked: is %s the repository?" %
+                        (len(marked), root))
+    return len(marked)
+
+
 def main():
     root = pathlib.Path(sys.argv[1])
     pages = [root / "README.md"] + sorted((root / "docs").glob("*.md"))
     failures = []
     links = sum(check_page(root, page, failures) for page in pages)
+    conditions = check_conditions(root, failures)
     lines = len((root / "README.md").read_text().splitlines())
     if lines > README_MAX_LINES:
         failures.append("README.md has %d lines, more than %d" %
@@ -84,7 +130,8 @@ def main():
     if failures:
         print("docs: %d failed" % len(failures))
         return 1
-    print("docs: %d pages, %d links, all lead somewhere" % (len(pages), links))
+    print("docs: %d pages, %d links, all lead somewhere; %d conditions of a "
+          "route, each in docs/DESIGN.md" % (len(pages), links, conditions))
     return 0
 
 

@@ -54,15 +54,17 @@ void *hz_central_malloc(hz_heap_t *heap, size_t size) {
   uint8_t cls = hz_sizeclass_of(size);
   bool sampled = __atomic_load_n(&hz_central_route[cls], __ATOMIC_RELAXED) ==
                  HZ_CENTRAL_SAMPLED;
+  /* [condition: sample-refill] */
   if (sampled && hz_heap_sample_turn(heap, cls))
     return hz_heap_malloc_sample(heap, size);
   if (hz_cpu_class(cls)) {
     void *batch[HZ_CPU_BATCH];
     unsigned n = hz_cpu_take(cls, batch, ladder_batch(heap, cls));
+    /* [condition: ladder-empty] */
     if (n != 0) return hz_heap_malloc_given(heap, size, batch, n);
   }
-  return hz_heap_malloc_shared(heap, size, central_class(cls),
-                               &class_lock[cls], sampled);
+  return hz_heap_malloc_shared(heap, size, central_class(cls), &class_lock[cls],
+                               sampled);
 }
 
 _Static_assert(HZ_BIN_SLOTS / 2 <= HZ_CPU_BATCH,
@@ -80,9 +82,10 @@ void hz_central_free_full(hz_heap_t *heap, hz_page_t *page, void *p) {
   void *spilled[HZ_BIN_SLOTS / 2];
   unsigned n = hz_heap_free_spilling(heap, page, p, spilled);
   if (n == 0) return;
-  unsigned took =
-      hz_cpu_class(cls) && hz_central_shares(cls) ? hz_cpu_give(cls, spilled, n)
-                                                  : 0;
+  /* [condition: spill-to-ladder] */
+  unsigned took = hz_cpu_class(cls) && hz_central_shares(cls)
+                      ? hz_cpu_give(cls, spilled, n)
+                      : 0;
   hz_heap_send_shared(heap, spilled + took, n - took);
 }
 

@@ -36,6 +36,7 @@ typedef enum {
 } hz_central_route_t;
 extern uint8_t hz_central_route[HZ_CLASS_COUNT];
 
+/* [condition: class-route] */
 HZ_INLINE bool hz_central_shares(size_t cls) {
   return __atomic_load_n(&hz_central_route[cls], __ATOMIC_ACQUIRE) !=
          HZ_CENTRAL_THREAD;

@@ -89,6 +89,7 @@ unsigned hz_cpu_take(size_t cls, void **out, unsigned want);
  * it took, from the front (the rest go to the class's heap). */
 unsigned hz_cpu_give(size_t cls, void *const *blocks, unsigned n);
 /* The class has a stack in the caches (and a depot): up to 32 KiB. */
+/* [condition: cpu-class] */
 HZ_INLINE bool hz_cpu_class(size_t cls) { return cls < HZ_CPU_CLASSES; }
 
 /* Empty every CPU cache and depot into the calling thread's heap (trim,

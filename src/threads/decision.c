@@ -39,6 +39,7 @@ static bool decision_crowded(size_t threads) {
          hz_route_crowded(threads, decision_cpus(), (size_t)per_cpu);
 }
 
+/* [condition: young-thread] */
 bool hz_decision_stays_alone(size_t threads, bool exiting) {
   if (exiting || alone_ops >= ALONE_OPS || !decision_crowded(threads))
     return false;

@@ -27,7 +27,6 @@
 #include "purge.h"
 #include "route.h"
 
-
 static uint32_t class_bin_capacity(uint8_t cls) {
   size_t cap = HZ_BIN_BYTES / hz_sizeclass_block_size(cls);
   if (cap > HZ_BIN_SLOTS) cap = HZ_BIN_SLOTS;
@@ -322,6 +321,7 @@ HZ_INLINE void *heap_malloc(hz_heap_t *heap, size_t size,
   if (from->given_count != 0) heap_take_given(heap, bin, cls, from);
   /* The guard's turn, inside the slow path: a collector or a signal
    * handler's malloc meets the heap busy, as for any slow path. */
+  /* [condition: guard-sample] */
   if (HZ_UNLIKELY(hz_heap_sample_due(heap, cls)) && hz_guard_active) {
     void *guarded = heap_guarded(bin, size);
     if (guarded != NULL) {

@@ -245,6 +245,7 @@ HZ_INLINE bool hz_heap_hidden(const hz_heap_t *heap) {
  * (hz_heap_free_inside, the thread box's, the large box's fresh mappings).
  * The slow paths ask for the lock count first, and for the heap hidden
  * only where they find the empty heap. */
+/* [condition: inside-allocator] */
 HZ_INLINE bool hz_heap_inside(const hz_heap_t *heap) {
   return hz_lock_depth != 0 || hz_heap_hidden(heap);
 }
@@ -333,6 +334,7 @@ void hz_heap_free_next(hz_heap_t *heap, hz_page_t *page, void *p);
  * the stash's open run? Its page then has the run's owner and no flag: a
  * plain page of another heap, and the run's page (a page with blocks in a
  * stash stays with its owner and its class). */
+/* [condition: run-extends] */
 HZ_INLINE bool hz_heap_extends_run(const hz_heap_t *heap, const void *p,
                                    uintptr_t word) {
   return hz_remote_extends(&heap->stash, p) && word == heap->stash.run_owner;

@@ -74,6 +74,7 @@ typedef enum { DRAIN_APPLIED, DRAIN_TWICE, DRAIN_SPOILT } drain_result_t;
 
 /* Blocks first..last of a page the heap lent (drain_t) go on to its class
  * heap through the stash, each a block start that fits the page. */
+/* [condition: lent-forward] */
 static HZ_NOINLINE drain_result_t drain_forward(drain_t *d,
                                                 const hz_block_t *first,
                                                 const hz_block_t *last) {

@@ -368,6 +368,7 @@ static void purge_drain_caches(void) {
  * through a borrowed heap, which sends the blocks to their class heaps;
  * the class heaps' collection and the purge then give their pages back,
  * as for any idle memory. */
+/* [condition: idle-drain] */
 static void purge_drain_idle_caches(void) {
   static uint64_t seen_activity, quiet_since_ms;
   uint64_t now_ms = hz_os_now_ms(), activity = 0;
@@ -397,6 +398,7 @@ static void purge_judge_classes(void) {
     hz_decision_add_heap(&sums, h);
   size_t threads = heaps_live;
   pool_give();
+  /* [condition: class-left-drain] */
   if (hz_decision_judge(&sums, threads)) purge_drain_caches();
 }
 
@@ -696,6 +698,7 @@ void hz_thread_free_slow(void *p, hz_heap_t *heap, hz_segment_t *seg,
   }
   page = hz_segment_page_first(page); /* p past a page's first slice */
   hz_block_t *block = hz_heap_free_generic(heap, seg, page, p);
+  /* [condition: orphan-free] */
   if (block != NULL) hz_heap_free_orphan(page, block); /* no heap to get */
 }
 
@@ -707,6 +710,7 @@ void *hz_thread_malloc_unattached(size_t size) {
     void *p = hz_central_malloc_alone(size);
     if (p != NULL) return p;
   }
+  /* [condition: exiting-thread] */
   if (thread_exiting) {
     hz_heap_t *again = thread_rebind_exiting();
     if (again != NULL) return hz_thread_malloc_slow(size, again);
