@@ -13,6 +13,6 @@ set(HZ_CORE_FILES
   threads/remote.c threads/heap_owner.c threads/heap_pages.c threads/heap_lend.c
   threads/heap_spill.c threads/heap_drain.c threads/heap.c threads/heap_free.c
   threads/heap_collect.c threads/cpu_cache.c threads/central.c threads/decision.c
-  threads/thread.c
+  threads/thread_pool.c threads/thread.c
   surface/api.c surface/cxx.c)
 set(HZ_OVERRIDE_FILES surface/override.c)
