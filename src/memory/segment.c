@@ -1,7 +1,7 @@
 /* segment: segments of slices and the pages cut from them, each heap's set
  * of segments, the process-wide cache of empty segments, huge pages by
  * 2 MiB region, giving free slices back to the kernel after the purge
- * delay, and the map of segments outside the arena.
+ * delay. The map of segments is segment_map.c's.
  *
  * Locks: a heap's own set is its owner's alone; the set the class heaps
  * share has a lock, taken around each call that reads or changes it. Each
@@ -33,8 +33,6 @@
 #define SEGMENT_CACHE_MAX 16
 #define REGION_MASK       (((uint64_t)1 << HZ_REGION_SLICES) - 1)
 
-_Atomic uint8_t hz_segment_map[HZ_SEGMENT_MAP_ENTRIES];
-
 _Static_assert(sizeof(hz_segment_t) <= HZ_SEGMENT_META_SIZE,
                "segment header too large");
 _Static_assert(offsetof(hz_segment_t, tallies) <= HZ_LARGE_META_SIZE,
@@ -44,75 +42,9 @@ static hz_lock_t segment_lock = HZ_LOCK_INIT(HZ_LOCK_ID_SEGMENTS);
 static hz_segment_t *segment_cache; /* empty segments, newest first */
 static size_t segment_cache_count;
 static hz_segment_t *segment_all; /* every segment of pages, by all_next */
-static _Atomic size_t segment_live;
 static _Atomic uint64_t purge_next_due = UINT64_MAX;
 
 static const uint8_t kind_slices[HZ_KIND_COUNT] = {1, 2, 8, HZ_REGION_SLICES};
-
-/* ---------------------------------------------------------------------------
- * The map of segments outside the arena
- * ------------------------------------------------------------------------- */
-/* The second map: FAR_LEAVES pointers to pages of FAR_LEAF entries, each
- * page mapped when the first segment of its 16 GiB is registered and kept. */
-#define FAR_LEAF   ((size_t)4096)
-#define FAR_LEAVES (((size_t)1 << (HZ_ADDRESS_BITS - HZ_SEGMENT_SHIFT)) / FAR_LEAF)
-static _Atomic(_Atomic uint8_t *) far_leaves[FAR_LEAVES];
-
-unsigned hz_segment_page_shift_far(const void *p) {
-  size_t index = ((uintptr_t)p - 1) >> HZ_SEGMENT_SHIFT;
-  if (index >= FAR_LEAVES * FAR_LEAF) return 0; /* NULL included */
-  _Atomic uint8_t *leaf =
-      atomic_load_explicit(&far_leaves[index / FAR_LEAF], memory_order_acquire);
-  if (leaf == NULL) return 0;
-  return atomic_load_explicit(&leaf[index % FAR_LEAF], memory_order_relaxed);
-}
-
-/* Where the entry of a segment lives; NULL when its page of the second map
- * cannot be had (with `make`, a new one is mapped). */
-static _Atomic uint8_t *segment_map_entry(const hz_segment_t *seg, bool make) {
-  size_t index = (uintptr_t)seg >> HZ_SEGMENT_SHIFT;
-  if (index < HZ_SEGMENT_MAP_ENTRIES) return &hz_segment_map[index];
-  if (index >= FAR_LEAVES * FAR_LEAF) return NULL; /* beyond the map */
-  _Atomic(_Atomic uint8_t *) *slot = &far_leaves[index / FAR_LEAF];
-  _Atomic uint8_t *leaf = atomic_load_explicit(slot, memory_order_acquire);
-  if (leaf == NULL && make) {
-    _Atomic uint8_t *fresh = hz_os_map(FAR_LEAF);
-    if (fresh == NULL) return NULL;
-    if (atomic_compare_exchange_strong_explicit(
-            slot, &leaf, fresh, memory_order_acq_rel, memory_order_acquire))
-      leaf = fresh;
-    else
-      hz_os_unmap(fresh, FAR_LEAF); /* another thread's page won */
-  }
-  return leaf != NULL ? &leaf[index % FAR_LEAF] : NULL;
-}
-
-bool hz_segment_map_reserve(const void *seg) {
-  return segment_map_entry(seg, true) != NULL;
-}
-
-static bool map_set(hz_segment_t *seg, uint8_t entry) {
-  _Atomic uint8_t *at = segment_map_entry(seg, entry != 0);
-  if (at == NULL) return false;
-  atomic_store_explicit(at, entry, memory_order_release);
-  return true;
-}
-
-bool hz_segment_register(hz_segment_t *seg) {
-  HZ_ASSERT(seg->page_shift != 0);
-  if (!map_set(seg, seg->page_shift)) return false;
-  atomic_fetch_add_explicit(&segment_live, 1, memory_order_relaxed);
-  return true;
-}
-
-void hz_segment_unregister(hz_segment_t *seg) {
-  map_set(seg, 0);
-  atomic_fetch_sub_explicit(&segment_live, 1, memory_order_relaxed);
-}
-
-size_t hz_segment_count(void) {
-  return atomic_load_explicit(&segment_live, memory_order_relaxed);
-}
 
 void hz_segment_guard(hz_segment_t *seg, size_t map_size) {
   if (!HZ_SECURE) return;
@@ -167,7 +99,7 @@ static hz_segment_t *segment_map_new(void) {
   if (seg == NULL) return NULL;
   hz_arena_advise(seg, HZ_SEGMENT_SIZE);
   segment_format(seg, true);
-  if (!map_set(seg, HZ_SLICE_SHIFT)) {
+  if (!hz_segment_map_set(seg, HZ_SLICE_SHIFT)) {
     hz_os_unmap(seg, HZ_SEGMENT_SIZE);
     return NULL;
   }
@@ -201,7 +133,7 @@ static hz_segment_t *segment_acquire(void) {
   hz_lock(&segment_lock);
   all_link(seg);
   hz_unlock(&segment_lock);
-  atomic_fetch_add_explicit(&segment_live, 1, memory_order_relaxed);
+  hz_segment_count_add(1);
   return seg;
 }
 
@@ -220,7 +152,7 @@ static hz_segment_t *segment_cache_cut(size_t keep) {
     }
     *link = seg->next;
     all_unlink(seg);
-    atomic_fetch_sub_explicit(&segment_live, 1, memory_order_relaxed);
+    hz_segment_count_add(-1);
     seg->next = gone;
     gone = seg;
   }
@@ -235,7 +167,7 @@ static void segments_give_back(hz_segment_t *gone) {
     hz_segment_t *seg = gone;
     gone = seg->next;
     if (seg->mapped) {
-      map_set(seg, 0);
+      hz_segment_map_set(seg, 0);
       hz_os_unmap(seg, HZ_SEGMENT_SIZE);
       continue;
     }

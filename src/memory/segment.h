@@ -237,6 +237,11 @@ bool hz_segment_register(hz_segment_t *seg);
 /* Make sure a segment at `seg` could be registered (false: it cannot). */
 bool hz_segment_map_reserve(const void *seg);
 void hz_segment_unregister(hz_segment_t *seg);
+/* For segment.c (segment_map.c's): set the map entry of `seg` (its page
+ * shift; 0: not a segment), false when its page of the second map cannot
+ * be had; and count segments of pages mapped (+1) or given back (-1). */
+bool hz_segment_map_set(hz_segment_t *seg, uint8_t entry);
+void hz_segment_count_add(int n);
 
 /* fork support: hold / release the segment lock around fork(). */
 void hz_segment_fork_prepare(void);
