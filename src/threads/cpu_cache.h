@@ -12,10 +12,15 @@
  * with the profiler or in the secure and debug variants, hz_cpu_cache_on
  * stays false and the depots are the ladder's first rung.
  *
- * Invariant: a block is in exactly one place: a CPU cache (below its top),
- * a depot batch, a bin, a stash or inbox, or its page; blocks in CPU
- * caches and depots count as in use on their pages and carry their free
- * mark (check.h). */
+ * Invariant: a small block is in exactly one place: handed out; a bin of
+ * the heap owning its page; a bin of any heap (a shared page's block); the
+ * freeing thread's stash (a header, a name, or inside the open run); the
+ * owner's inbox (a thread's heap's, or a class heap's); a CPU cache (below
+ * its top); a depot batch; free on its page (its bit set); or never
+ * handed out (the page's uncarved tail, or a bin's blocks below
+ * fresh_end). Blocks in CPU caches and depots count as in use on their
+ * pages and carry their free mark (check.h), but for those a bin gave as
+ * unmarked entries (heap.h). docs/DESIGN.md tells each place. */
 #ifndef HZ_CPU_CACHE_H
 #define HZ_CPU_CACHE_H
 
