@@ -27,7 +27,7 @@ void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id) {
   page->in_full = 0;
   page->emptied = 0;
   page->purged = 0;
-  page->for_samples = 0;
+  page->for_probes = 0;
   page->next = page->prev = NULL;
 }
 

@@ -14,7 +14,7 @@
  * (hz_page_free_now); and the descriptor is handed between heaps only
  * while the page holds no live block, through the segment box under its
  * lock, but for one move: a thread's heap lends its page of a class that
- * turned shared to the class's heap, blocks in use and all, under the
+ * turned shared to the class heap, blocks in use and all, under the
  * class's lock (heap_lend.c, "Lent pages"). `owner` is stable while any block
  * is live but for that move, after which the old owner's drain sends on
  * the blocks that still reach it.
@@ -122,7 +122,7 @@ typedef struct hz_page_s {
   };
   uint8_t cut_zeroed; /* segment's: cut from slices that read as zeros */
   /* Its slices are in a segment of another heap's set than its owner's:
-   * a thread's heap lent it to its class's shared heap (heap_lend.c, "Lent
+   * a thread's heap lent it to its class heap (heap_lend.c, "Lent
    * pages"). Cleared with the descriptor when its slices go back. */
   uint8_t lent;
   uint32_t emptied_at; /* its heap's slow paths when it emptied */
@@ -132,10 +132,10 @@ typedef struct hz_page_s {
   uintptr_t start_word;   /* first block, as hz_page_start reads it */
   struct hz_page_s *next; /* heap queue; an interior slice: its page */
   struct hz_page_s *prev;
-  /* Its heap's: its last refill was a sample's of a class that refills
+  /* Its heap's: its last refill was a probe's of a class that refills
    * from the shared pages (heap_lend.c), so the heap keeps it when it lends the
    * class's pages. */
-  uint8_t for_samples;
+  uint8_t for_probes;
   uint8_t unused;
   uint16_t reserved; /* blocks that fit in the page */
   uint8_t class_id;
@@ -297,8 +297,8 @@ HZ_INLINE uint64_t hz_page_run_mask(uint32_t w, uint32_t from, uint32_t to) {
 
 /* Blocks from..to (from < to, all carved, handed out and freed by the
  * program) come back: their bits set, a word at a time, their marks taken
- * on a marks_gone page (hz_page_put_index). False, nothing changed, when a bit of them
- * is set already (a double free): the caller puts them one by one. The
+ * on a marks_gone page (hz_page_put_index). False, nothing changed, when a bit
+ * of them is set already (a double free): the caller puts them one by one. The
  * caller lowers `used`. */
 HZ_INLINE bool hz_page_put_run(hz_page_t *page, uint32_t from, uint32_t to) {
   uint64_t *bits = page->tally->bits;

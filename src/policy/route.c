@@ -45,10 +45,9 @@ static bool crossing(const hz_route_seen_t *seen, uint64_t share,
 bool hz_route_shared(const hz_route_seen_t *seen, bool shared_now,
                      bool crowded) {
   if (!hz_route_ready(seen)) return shared_now;
-  /* Seen through the samples (crowded: there are none). Runs do not turn
-   * a class back: a sample is a bin cut fresh from a page, in address
+  /* Seen through the probes (crowded: there are none). Runs do not turn
+   * a class back: a probe is a bin cut fresh from a page, in address
    * order, so even a random mix of frees returns it in runs. */
-  if (shared_now)
-    return crowded || crosses(seen, 2 * CROSS_SHARE);
+  if (shared_now) return crowded || crosses(seen, 2 * CROSS_SHARE);
   return crossing(seen, CROSS_SHARE, crowded);
 }

@@ -35,10 +35,10 @@ typedef struct {
  * more rounds, not a noisier look). */
 #define HZ_ROUTE_MIN_HANDED 256
 
-/* Of a shared class's refills, one in HZ_ROUTE_SAMPLE_EVERY comes from the
+/* Of a shared class's refills, one in HZ_ROUTE_PROBE_EVERY comes from the
  * thread's own pages while the program is not crowded: the blocks the
  * class is seen by, so it can turn local again without a probe. */
-#define HZ_ROUTE_SAMPLE_EVERY 64
+#define HZ_ROUTE_PROBE_EVERY 64
 
 /* The program is crowded: more threads hold a heap than `per_cpu` for
  * each of its `cpus` (per_cpu 0: never). */

@@ -27,7 +27,7 @@ typedef enum {
   HZ_LOCK_ID_POOL,     /* thread: the heap pool */
   HZ_LOCK_ID_COLLECT,  /* thread: one collection round at a time */
   HZ_LOCK_ID_CLASS,    /* central: a shared pages' class heap */
-  HZ_LOCK_ID_MAKE,     /* central: the shared pages' heaps' mapping */
+  HZ_LOCK_ID_MAKE,     /* central: the class heaps' mapping */
   HZ_LOCK_ID_CLASS_SET, /* central: the segments the class heaps share */
   HZ_LOCK_ID_DEPOT,    /* cpu_cache: a class's depot */
   HZ_LOCK_ID_DRAIN,    /* cpu_cache: one drain of the caches at a time */

@@ -6,7 +6,7 @@
  * (see central.h). They are mapped together at the first switch on, so
  * that one range of addresses tells a shared page by its owner word, and
  * never unmapped: blocks of their pages may be anywhere in the program for
- * as long as it runs. A class's heap is set up by its first refill. */
+ * as long as it runs. A class heap is set up by its first refill. */
 #include "central.h"
 
 #include <stdatomic.h>
@@ -52,11 +52,11 @@ static unsigned ladder_batch(const hz_heap_t *heap, uint8_t cls) {
 
 void *hz_central_malloc(hz_heap_t *heap, size_t size) {
   uint8_t cls = hz_sizeclass_of(size);
-  bool sampled = __atomic_load_n(&hz_central_route[cls], __ATOMIC_RELAXED) ==
-                 HZ_CENTRAL_SAMPLED;
-  /* [condition: sample-refill] */
-  if (sampled && hz_heap_sample_turn(heap, cls))
-    return hz_heap_malloc_sample(heap, size);
+  bool probed = __atomic_load_n(&hz_central_route[cls], __ATOMIC_RELAXED) ==
+                HZ_CENTRAL_PROBED;
+  /* [condition: probe-refill] */
+  if (probed && hz_heap_probe_turn(heap, cls))
+    return hz_heap_malloc_probe(heap, size);
   if (hz_cpu_class(cls)) {
     void *batch[HZ_CPU_BATCH];
     unsigned n = hz_cpu_take(cls, batch, ladder_batch(heap, cls));
@@ -64,7 +64,7 @@ void *hz_central_malloc(hz_heap_t *heap, size_t size) {
     if (n != 0) return hz_heap_malloc_given(heap, size, batch, n);
   }
   return hz_heap_malloc_shared(heap, size, central_class(cls), &class_lock[cls],
-                               sampled);
+                               probed);
 }
 
 _Static_assert(HZ_BIN_SLOTS / 2 <= HZ_CPU_BATCH,
@@ -89,7 +89,7 @@ void hz_central_free_full(hz_heap_t *heap, hz_page_t *page, void *p) {
   hz_heap_send_shared(heap, spilled + took, n - took);
 }
 
-/* The shared pages' heaps exist (mapped at the first use). */
+/* The class heaps exist (mapped at the first use). */
 static bool central_ready(void) {
   return HZ_LIKELY(hz_central_base() != NULL) || central_make();
 }

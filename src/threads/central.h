@@ -5,7 +5,7 @@
  * A shared page belongs to no thread: its blocks go, whoever frees them,
  * into the freeing thread's bin; a bin that spills passes them to the CPU's
  * cache (cpu_cache.c), a full cache to the class's depot, a full depot to
- * the class's heap (a heap no thread owns, one a class, under its own
+ * the class heap (a heap no thread owns, one a class, under its own
  * lock, through a stash and its inbox). A bin of a shared class that runs
  * empty takes them back the same way up: the CPU's cache, the depot, then
  * the class heap's pages, under the lock, once a bin. Memory is then
@@ -21,18 +21,18 @@
 #include "config.h"
 #include "heap.h"
 
-/* Every small class has its shared heap (class 0, the large blocks', is
+/* Every small class has its class heap (class 0, the large blocks', is
  * unused). */
 #define HZ_CENTRAL_CLASSES HZ_CLASS_COUNT
 
 /* Where a class's refills come from, one byte a class, written by the
  * purge thread's rounds: the threads' own pages, the shared pages, or the
- * shared pages with one refill in HZ_ROUTE_SAMPLE_EVERY from the own pages
+ * shared pages with one refill in HZ_ROUTE_PROBE_EVERY from the own pages
  * (a program not crowded: route.h). */
 typedef enum {
   HZ_CENTRAL_THREAD,
   HZ_CENTRAL_SHARED,
-  HZ_CENTRAL_SAMPLED
+  HZ_CENTRAL_PROBED
 } hz_central_route_t;
 extern uint8_t hz_central_route[HZ_CLASS_COUNT];
 
@@ -51,7 +51,7 @@ void *hz_central_malloc(hz_heap_t *heap, size_t size);
  * pages' onto the ladder (this CPU's cache, the depot, the class heap). */
 void hz_central_free_full(hz_heap_t *heap, hz_page_t *page, void *p);
 /* A small block for a thread without a heap (a young thread of a crowded
- * program: thread box), from the bin of its class's shared heap, under the
+ * program: thread box), from the bin of its class heap, under the
  * class's lock; NULL when out of memory. Works whether the shared pages are
  * on or off. */
 void *hz_central_malloc_alone(size_t size);
@@ -65,7 +65,7 @@ void hz_central_count(uint64_t *shared_classes, uint64_t *turns);
  * (trim, or idle for HZ_IDLE_FULL_MS) every empty page and the memory of
  * free blocks. The purge thread's rounds call it with all = false. */
 void hz_central_collect(bool all);
-/* Where the shared pages' heaps start (NULL before they are first used);
+/* Where the class heaps start (NULL before they are first used);
  * their owner words name one of them (hz_heap_is_shared). */
 const void *hz_central_base(void);
 
@@ -74,7 +74,7 @@ HZ_INLINE bool hz_central_holds(const hz_page_t *page) {
   return hz_heap_is_shared(hz_page_heap(page));
 }
 /* The owner word of the shared pages of `cls` (the address of its shared
- * heap), read from the shared range alone; before the shared heaps exist,
+ * heap), read from the shared range alone; before the class heaps exist,
  * a word no page holds. */
 HZ_INLINE uintptr_t hz_central_owner_word(size_t cls) {
   return HZ_SHARED_GET(hz_heap_shared_base) + cls * sizeof(hz_heap_t);

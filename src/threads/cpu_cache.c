@@ -457,7 +457,7 @@ void hz_cpu_cache_init(bool allowed) {
 /* ---------------------------------------------------------------------------
  * Draining
  * ------------------------------------------------------------------------- */
-/* Send the blocks of a closed cache to their class's heap. */
+/* Send the blocks of a closed cache to their class heap. */
 static void drain_one(hz_heap_t *heap, hz_cpu_cache_t *cache) {
   bool any = false;
   for (int c = 1; c < HZ_CPU_CLASSES; c++) {

@@ -91,7 +91,7 @@ void hz_cpu_cache_init(bool allowed);
 unsigned hz_cpu_take(size_t cls, void **out, unsigned want);
 /* blocks[0..n) (n at most HZ_CPU_BATCH) of class `cls` onto this CPU's
  * cache, a batch of it into the depot first when it has no room; how many
- * it took, from the front (the rest go to the class's heap). */
+ * it took, from the front (the rest go to the class heap). */
 unsigned hz_cpu_give(size_t cls, void *const *blocks, unsigned n);
 /* The class has a stack in the caches (and a depot): up to 32 KiB. */
 /* [condition: cpu-class] */

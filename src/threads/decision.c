@@ -102,7 +102,7 @@ static void decision_add_growth(const hz_decision_sums_t *sums) {
 bool hz_decision_judge(const hz_decision_sums_t *sums, size_t threads) {
   decision_add_growth(sums);
   bool crowded = decision_crowded(threads), left = false;
-  hz_central_route_t shared = crowded ? HZ_CENTRAL_SHARED : HZ_CENTRAL_SAMPLED;
+  hz_central_route_t shared = crowded ? HZ_CENTRAL_SHARED : HZ_CENTRAL_PROBED;
   for (int c = 1; c < HZ_CLASS_COUNT; c++) {
     bool now = hz_central_shares((size_t)c);
     bool next = hz_route_shared(&seen[c], now, crowded);

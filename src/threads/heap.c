@@ -226,20 +226,20 @@ static void heap_age_empty(hz_heap_t *heap, uint8_t cls) {
 }
 
 /* Where a bin's refill comes from: the heap's own pages (shared NULL; with
- * `sample`, a shared class's sample: route.h), the class's shared heap
- * under its lock (with `sampled`, it takes samples), or blocks the ladder
+ * `probe`, a shared class's probe: route.h), the class heap
+ * under its lock (with `probed`, it takes probes), or blocks the ladder
  * held. */
 typedef struct {
   hz_heap_t *shared;
   hz_lock_t *lock;
-  bool sampled, sample;
+  bool probed, probe;
   void *const *given;
   unsigned given_count;
 } refill_from_t;
 
 /* Half the bin, or a whole one when no free came into a bin of small
  * blocks since its last refill (a class the thread only allocates); a
- * shared heap's own bin serves threads without a heap one block at a time
+ * class heap's own bin serves threads without a heap one block at a time
  * and keeps none for them. */
 static uint32_t heap_own_want(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls) {
   uint32_t room = (uint32_t)hz_bin_capacity(bin);
@@ -253,8 +253,8 @@ static uint32_t heap_own_want(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls) {
   return only_mallocs ? room : room / 2;
 }
 
-bool hz_heap_sample_turn(hz_heap_t *heap, uint8_t cls) {
-  if (++heap->shared_fills[cls] < HZ_ROUTE_SAMPLE_EVERY) return false;
+bool hz_heap_probe_turn(hz_heap_t *heap, uint8_t cls) {
+  if (++heap->shared_fills[cls] < HZ_ROUTE_PROBE_EVERY) return false;
   heap->shared_fills[cls] = 0;
   return true;
 }
@@ -262,17 +262,17 @@ bool hz_heap_sample_turn(hz_heap_t *heap, uint8_t cls) {
 /* The bin of `cls` is empty: fill it from where `from` says; from the own
  * pages half way (see heap_own_want), from the shared pages whole, from as
  * many pages as it takes, under the class's lock, taken once a bin. The
- * shared heap counts as active, takes its inbox home first and ages its
+ * class heap counts as active, takes its inbox home first and ages its
  * kept pages, as an owner's slow path does. */
 HZ_INLINE bool heap_fill_bin(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
                              const refill_from_t *from) {
   HZ_ASSERT(bin->top == bin->base);
   hz_heap_t *shared = from->shared;
   if (shared == NULL) {
-    if (!from->sample) heap->refills_shared[cls] = false;
+    if (!from->probe) heap->refills_shared[cls] = false;
     uint32_t taken = heap_refill(heap, bin, cls, heap_own_want(heap, bin, cls));
     HZ_SHARED_ADD(heap->counts[cls].handed, taken);
-    if (from->sample) hz_heap_keep_for_samples(heap, cls);
+    if (from->probe) hz_heap_keep_for_probes(heap, cls);
     return taken != 0;
   }
   if (!heap->refills_shared[cls]) hz_heap_turn_shared(heap, cls);
@@ -281,7 +281,7 @@ HZ_INLINE bool heap_fill_bin(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
   hz_heap_note_active(shared);
   if (hz_heap_has_incoming(shared)) hz_heap_drain_inbox(shared);
   heap_age_empty(shared, cls);
-  hz_heap_lend_pages(heap, shared, cls, from->sampled);
+  hz_heap_lend_pages(heap, shared, cls, from->probed);
   uint32_t taken = 0, got;
   while (taken < room && (got = heap_refill(shared, bin, cls, room - taken)))
     taken += got;
@@ -350,14 +350,13 @@ void *hz_heap_malloc_small(hz_heap_t *heap, size_t size) {
 }
 
 void *hz_heap_malloc_shared(hz_heap_t *heap, size_t size, hz_heap_t *shared,
-                            hz_lock_t *lock, bool sampled) {
-  const refill_from_t from = {
-      .shared = shared, .lock = lock, .sampled = sampled};
+                            hz_lock_t *lock, bool probed) {
+  const refill_from_t from = {.shared = shared, .lock = lock, .probed = probed};
   return heap_malloc(heap, size, &from);
 }
 
-void *hz_heap_malloc_sample(hz_heap_t *heap, size_t size) {
-  const refill_from_t from = {.sample = true};
+void *hz_heap_malloc_probe(hz_heap_t *heap, size_t size) {
+  const refill_from_t from = {.probe = true};
   return heap_malloc(heap, size, &from);
 }
 

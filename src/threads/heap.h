@@ -156,10 +156,10 @@ typedef struct hz_heap_s {
   uint64_t refill_frees[HZ_CLASS_COUNT];
   /* Blocks other threads freed to us (written by them) on its own line. */
   _Alignas(64) hz_inbox_t inbox;
-  /* Lent pages (heap_lend.c): its pages lent to the shared pages' heaps and
+  /* Lent pages (heap_lend.c): its pages lent to the class heaps and
    * not back yet, and those given back, for its next slow path or a
    * collector to give back to their segments (linked by `next`; written
-   * by the shared heaps). While any is out the heap is not retired: its
+   * by the class heaps). While any is out the heap is not retired: its
    * set is where they go back. */
   _Alignas(64) _Atomic uint32_t lent;
   _Atomic(struct hz_page_s *) returned;
@@ -190,9 +190,9 @@ typedef struct hz_heap_s {
   bool run_shared;
   uint32_t run_frees;
   /* Per class: its refills come from the shared pages (its own pages then
-   * go to the class heap, lent, but for the one its samples take from:
+   * go to the class heap, lent, but for the one its probes take from:
    * heap_lend.c), and the full queue still has pages of it to lend; and the
-   * shared refills since the last sample (route.h). */
+   * shared refills since the last probe (route.h). */
   bool refills_shared[HZ_CLASS_COUNT];
   bool lend_full[HZ_CLASS_COUNT];
   uint8_t shared_fills[HZ_CLASS_COUNT];
@@ -207,13 +207,13 @@ typedef struct hz_heap_s {
 
 extern const hz_heap_t hz_heap_empty;
 
-/* Where the shared pages' heaps lie (central box), set once as they are
+/* Where the class heaps lie (central box), set once as they are
  * mapped: [base, base + span), or an empty range before. */
 extern uintptr_t hz_heap_shared_base;
 extern size_t hz_heap_shared_span;
 void hz_heap_set_shared_range(const void *base, size_t span);
 
-/* `heap` is one of the shared pages' heaps: told by its address alone, so
+/* `heap` is one of the class heaps: told by its address alone, so
  * a thread freeing its block reads no line of it. */
 HZ_INLINE bool hz_heap_is_shared(const hz_heap_t *heap) {
   return (uintptr_t)heap - HZ_SHARED_GET(hz_heap_shared_base) <
@@ -262,17 +262,17 @@ void hz_heap_free_inside(hz_segment_t *seg, hz_page_t *page, void *p);
 void *hz_heap_malloc_small(hz_heap_t *heap, size_t size);
 /* The same, with the bin of the class filled (when empty) from the pages
  * of `shared`, a heap no thread owns (the central box's), under `lock`
- * (`sampled`: the class takes samples, and the heap keeps the page they
+ * (`probed`: the class takes probes, and the heap keeps the page they
  * come from). */
 void *hz_heap_malloc_shared(hz_heap_t *heap, size_t size, hz_heap_t *shared,
-                            hz_lock_t *lock, bool sampled);
-/* A shared class's refill is a sample's this time (one in
- * HZ_ROUTE_SAMPLE_EVERY, counted per heap and class: route.h). */
-bool hz_heap_sample_turn(hz_heap_t *heap, uint8_t cls);
-/* The same as hz_heap_malloc_small for a sample of a shared class: the
+                            hz_lock_t *lock, bool probed);
+/* A shared class's refill is a probe's this time (one in
+ * HZ_ROUTE_PROBE_EVERY, counted per heap and class: route.h). */
+bool hz_heap_probe_turn(hz_heap_t *heap, uint8_t cls);
+/* The same as hz_heap_malloc_small for a probe of a shared class: the
  * bin of the class (empty) from the heap's own pages, the class still
  * refilling from the shared pages. */
-void *hz_heap_malloc_sample(hz_heap_t *heap, size_t size);
+void *hz_heap_malloc_probe(hz_heap_t *heap, size_t size);
 /* The same, with the bin of the class (empty) filled from blocks[0..n),
  * the shared pages' blocks the ladder held (cpu_cache box), as entries
  * (below). */
@@ -285,7 +285,7 @@ void *hz_heap_malloc_given(hz_heap_t *heap, size_t size, void *const *blocks,
  * heaps), then p goes in. */
 unsigned hz_heap_free_spilling(hz_heap_t *heap, hz_page_t *page, void *p,
                                void **out);
-/* The shared pages' entries blocks[0..n), free, home to their class's heap
+/* The shared pages' entries blocks[0..n), free, home to their class heap
  * through the stash (the ladder's last rung). */
 void hz_heap_send_shared(hz_heap_t *heap, void *const *blocks, unsigned n);
 
@@ -458,7 +458,7 @@ void hz_heap_trim(hz_heap_t *heap);
  * each using a few classes held 40 KiB a heap when the whole heap was
  * cleared). */
 void hz_heap_init(hz_heap_t *heap);
-/* The shared pages' heap of class `cls` (central box), in memory that is
+/* The class heap of class `cls` (central box), in memory that is
  * zeros: only the bin of its class is set (threads without a heap malloc
  * from it), the others stay empty without room; its pages are cut from
  * `set`, which the class heaps share (a set with a lock), when they hold

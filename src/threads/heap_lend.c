@@ -10,8 +10,8 @@
  * whole to the class heap, free blocks and blocks in use alike: the owner
  * word changes, flags and all, and the class heap's refills take their
  * free blocks before they cut a page; pages that empty before then are
- * kept for it. The page the class's samples take from stays (route.h):
- * the samples are what its blocks do on the thread's own pages (keeping
+ * kept for it. The page the class's probes take from stays (route.h):
+ * the probes are what its blocks do on the thread's own pages (keeping
  * the page in use at the turn held 5 MiB of exchange's peak). A block
  * freed before the page changed hands may still reach the thread's inbox:
  * its drain sends it on to the class heap. A page's slices go back into
@@ -35,7 +35,7 @@ HZ_NOINLINE void hz_heap_turn_shared(hz_heap_t *heap, uint8_t cls) {
   heap->lend_full[cls] = true;
   heap->refills_shared[cls] = true;
   hz_page_t *first = heap->queues[cls].first;
-  if (first != NULL) first->for_samples = false; /* a sample's, turns ago */
+  if (first != NULL) first->for_probes = false; /* a probe's, turns ago */
 }
 
 /* `page`, out of the heap's queues, goes to the class heap `shared`, lent
@@ -84,13 +84,13 @@ static void heap_lend_full(hz_heap_t *heap, hz_heap_t *shared, uint8_t cls) {
 
 /* Under the class's lock, at a refill of `cls` from the shared pages: the
  * heap's pages of the class go to the class heap, lent, free blocks,
- * blocks in use and all (Lent pages); but for the one the samples take
- * from while the class takes samples (`sampled`). */
+ * blocks in use and all (Lent pages); but for the one the probes take
+ * from while the class takes probes (`probed`). */
 void hz_heap_lend_pages(hz_heap_t *heap, hz_heap_t *shared, uint8_t cls,
-                        bool sampled) {
+                        bool probed) {
   if (heap->lend_full[cls]) heap_lend_full(heap, shared, cls);
   hz_page_queue_t *q = &heap->queues[cls];
-  bool keep_first = sampled && q->first != NULL && q->first->for_samples;
+  bool keep_first = probed && q->first != NULL && q->first->for_probes;
   hz_page_t *page;
   while ((page = keep_first ? q->first->next : q->first) != NULL) {
     hz_queue_remove(q, page);
@@ -103,7 +103,7 @@ void hz_heap_lend_pages(hz_heap_t *heap, hz_heap_t *shared, uint8_t cls,
 
 /* The page the refill of a class's sample took from (its queue's first)
  * stays with the heap while the class refills from the shared pages. */
-HZ_NOINLINE void hz_heap_keep_for_samples(hz_heap_t *heap, uint8_t cls) {
+HZ_NOINLINE void hz_heap_keep_for_probes(hz_heap_t *heap, uint8_t cls) {
   if (heap->queues[cls].first != NULL)
-    heap->queues[cls].first->for_samples = true;
+    heap->queues[cls].first->for_probes = true;
 }

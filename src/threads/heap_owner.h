@@ -39,7 +39,7 @@ void hz_heap_bins_restore(hz_heap_t *heap);
  * The secure variants report it and stop. */
 void hz_heap_reentered(hz_heap_t *heap) __attribute__((cold));
 
-/* The owner (or whoever holds a shared heap) did a slow path: a collector
+/* The owner (or whoever holds a class heap) did a slow path: a collector
  * that sees the count move knows the heap is not idle. */
 HZ_INLINE void hz_heap_note_active(hz_heap_t *heap) {
   uint32_t n = atomic_load_explicit(&heap->activity, memory_order_relaxed);

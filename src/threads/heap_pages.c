@@ -22,17 +22,17 @@ static hz_page_kind_t page_kind(const hz_page_t *page) {
   return hz_segment_kind_for(page->block_size);
 }
 
-/* The page is the one the samples of its class take from (route.h): the
- * first of its class queue, and the last refill from it was a sample's. */
-static bool page_for_samples(const hz_heap_t *heap, const hz_page_t *page) {
-  return page->for_samples && page == heap->queues[page->class_id].first;
+/* The page is the one the probes of its class take from (route.h): the
+ * first of its class queue, and the last refill from it was a probe's. */
+static bool page_for_probes(const hz_heap_t *heap, const hz_page_t *page) {
+  return page->for_probes && page == heap->queues[page->class_id].first;
 }
 
 /* The heap's bins of the page's class refill from the shared pages
  * (central box): its own pages of the class only empty now, and it keeps
- * none, but for the one its samples take from. */
+ * none, but for the one its probes take from. */
 static bool page_only_empties(const hz_heap_t *heap, const hz_page_t *page) {
-  return heap->refills_shared[page->class_id] && !page_for_samples(heap, page);
+  return heap->refills_shared[page->class_id] && !page_for_probes(heap, page);
 }
 
 /* Lent pages coming back. */

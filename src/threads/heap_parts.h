@@ -108,9 +108,9 @@ HZ_INLINE void hz_heap_page_returned(hz_heap_t *heap, hz_page_t *page,
 void hz_heap_turn_shared(hz_heap_t *heap, uint8_t cls);
 /* Under the class's lock: the heap's pages of `cls` lent to `shared`. */
 void hz_heap_lend_pages(hz_heap_t *heap, hz_heap_t *shared, uint8_t cls,
-                        bool sampled);
-/* The page a sample's refill took from stays with the heap. */
-void hz_heap_keep_for_samples(hz_heap_t *heap, uint8_t cls);
+                        bool probed);
+/* The page a probe's refill took from stays with the heap. */
+void hz_heap_keep_for_probes(hz_heap_t *heap, uint8_t cls);
 
 /* heap_spill.c */
 /* Put a block of a bin back: on its page, or home (the shared pages).

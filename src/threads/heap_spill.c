@@ -7,8 +7,8 @@
 #include "heap_parts.h"
 #include "stats.h"
 
-/* A block of the shared pages (central box) leaves a bin for their
- * class's heap: through the stash, as a thread without the ladder would
+/* A block of the shared pages (central box) leaves a bin for its class
+ * heap: through the stash, as a thread without the ladder would
  * send it; whoever holds the class's lock sets its bit. */
 HZ_NOINLINE void hz_heap_send_home(hz_heap_t *heap, hz_page_t *page,
                                    hz_block_t *block) {
@@ -96,7 +96,7 @@ static unsigned heap_put_blocks(hz_heap_t *heap, void *const *blocks, size_t n,
  * last carved, so memory its thread never touched stays so. */
 HZ_INLINE unsigned bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n,
                              void **out) {
-  if (n == 0) return 0; /* a shared heap's bins of other classes: none */
+  if (n == 0) return 0; /* a class heap's bins of other classes: none */
   size_t fresh = (size_t)(bin->fresh_end - bin->base);
   if (fresh > n) fresh = n;
   unsigned shared = 0;
