@@ -11,6 +11,8 @@ import pathlib
 import re
 import sys
 
+from design_tables import table_rows
+
 README_MAX_LINES = 250
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^(```|~~~)")
@@ -83,18 +85,12 @@ def check_conditions(root, failures):
                                 (name, marked[name], path.name))
             marked[name] = path.name
     rows = {}
-    inside = False
-    for line in (root / "docs" / "DESIGN.md").read_text().splitlines():
-        if line.startswith("<!-- conditions:"):
-            inside = True
-        elif line.startswith("<!-- conditions end"):
-            inside = False
-        elif inside and re.match(r"\| [a-z-]+ \| `", line):
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            if cells[3] not in ("yes", "no"):
-                failures.append("condition %s: switch is %r, not yes or no" %
-                                (cells[0], cells[3]))
-            rows[cells[0]] = cells[1]
+    for cells in table_rows(root / "docs" / "DESIGN.md", "conditions",
+                            r"\| [a-z-]+ \| `"):
+        if cells[3] not in ("yes", "no"):
+            failures.append("condition %s: switch is %r, not yes or no" %
+                            (cells[0], cells[3]))
+        rows[cells[0]] = cells[1]
     for name, file in marked.items():
         if name not in rows:
             failures.append("condition %s (%s) has no row in docs/DESIGN.md" %

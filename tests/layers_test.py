@@ -13,6 +13,8 @@ import pathlib
 import re
 import sys
 
+from design_tables import table_rows
+
 CELL_FILE = re.compile(r"`src/([^`]+)`")
 # A function declared or defined at the start of a line: the return type,
 # then hz_name( (what clang-format leaves of every declaration here).
@@ -49,17 +51,10 @@ def check_table(rows, layers, failures):
 
 def read_table(design):
     rows = []
-    inside = False
-    for line in design.read_text().splitlines():
-        if line.startswith("<!-- boxes:"):
-            inside = True
-        elif line.startswith("<!-- boxes end"):
-            inside = False
-        elif inside and re.match(r"\| [a-z_]+ \| [a-z]+ \| `", line):
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            box, layer, files, calls = cells[:4]
-            allowed = set(re.findall(r"[a-z_]+", calls))
-            rows.append((box, layer, CELL_FILE.findall(files), allowed))
+    for cells in table_rows(design, "boxes", r"\| [a-z_]+ \| [a-z]+ \| `"):
+        box, layer, files, calls = cells[:4]
+        allowed = set(re.findall(r"[a-z_]+", calls))
+        rows.append((box, layer, CELL_FILE.findall(files), allowed))
     return rows
 
 
