@@ -41,16 +41,17 @@ for f in $objects; do
   [ -n "${box_of[$f]:-}" ] || fail "src/$f.c belongs to no box in docs/DESIGN.md"
 done
 
-# symbol -> box of the object defining it.
+# symbol -> box and file of the object defining it.
 for f in $objects; do
-  nm --defined-only "$OBJ/$f.c.o" | awk -v b="${box_of[$f]:-?}" '$2 ~ /[TDBR]/ { print $3, b }'
+  nm --defined-only "$OBJ/$f.c.o" |
+    awk -v b="${box_of[$f]:-?}" -v f="$f" '$2 ~ /[TDBR]/ { print $3, b, f }'
 done | sort -u >"$WORK/defined"
 
 calls=0
 for f in $objects; do
   from=${box_of[$f]:-?}
   nm -u "$OBJ/$f.c.o" | awk '{ print $2 }' | sort -u >"$WORK/undefined"
-  while read -r sym to; do
+  while read -r sym to _; do
     [ "$to" = "$from" ] && continue
     calls=$((calls + 1))
     case "${allowed[$from]:-}" in
@@ -77,19 +78,16 @@ while IFS='|' read -r box files; do
     [ "${box_of[$f]:-}" = "$box" ] || continue
     case " $files " in *" $f "*) ;; *) fail "src/$f.c of box $box is not in its file order";; esac
   done
-  below=""
+  later=" $files "
   for f in $files; do
+    later=${later/ $f / }
     [ -f "$OBJ/$f.c.o" ] || { fail "file order of $box names src/$f.c, which is not built"; continue; }
     nm -u "$OBJ/$f.c.o" | awk '{ print $2 }' | sort -u >"$WORK/undefined"
-    for g in $files; do
-      [ "$g" = "$f" ] && continue
-      case " $below " in *" $g "*) continue;; esac
-      nm --defined-only "$OBJ/$g.c.o" | awk '$2 ~ /[TDBR]/ { print $3 }' | sort -u >"$WORK/above"
-      join "$WORK/undefined" "$WORK/above" | while read -r sym; do
-        echo "FAIL src/$f.c uses $sym of src/$g.c, which comes after it in box $box's file order"
-      done >>"$WORK/inside"
-    done
-    below="$below $f"
+    join "$WORK/undefined" "$WORK/defined" | while read -r sym _ g; do
+      case "$later" in
+        *" $g "*) echo "FAIL src/$f.c uses $sym of src/$g.c, which comes after it in box $box's file order" ;;
+      esac
+    done >>"$WORK/inside"
   done
 done <"$WORK/order_table"
 if [ -s "$WORK/inside" ]; then cat "$WORK/inside"; failures=$((failures + 1)); fi

@@ -48,6 +48,7 @@ bool hz_route_shared(const hz_route_seen_t *seen, bool shared_now,
   /* Seen through the probes (crowded: there are none). Runs do not turn
    * a class back: a probe is a bin cut fresh from a page, in address
    * order, so even a random mix of frees returns it in runs. */
-  if (shared_now) return crowded || crosses(seen, 2 * CROSS_SHARE);
+  if (shared_now)
+    return crowded || crosses(seen, 2 * CROSS_SHARE);
   return crossing(seen, CROSS_SHARE, crowded);
 }

@@ -45,7 +45,7 @@ static hz_heap_t *central_class(uint8_t cls) {
  * spill gives it (half the bin), at most a batch. */
 static unsigned ladder_batch(const hz_heap_t *heap, uint8_t cls) {
   const hz_bin_t *bin = &heap->bins[cls];
-  size_t half = (size_t)(bin->limit - bin->base) / 2;
+  size_t half = hz_bin_capacity(bin) / 2;
   if (half == 0) half = 1;
   return half < HZ_CPU_BATCH ? (unsigned)half : HZ_CPU_BATCH;
 }

@@ -118,26 +118,27 @@ static unsigned section_pop(size_t cls, void **out, uint64_t want) {
 aborted:
   hz_cpu_restarts++;
 start:
-  __asm__ goto(HZ_RSEQ_ARM(1, 2, 4) "1:\n\t" HZ_RSEQ_CACHE "jne %l[none]\n\t"
-                                    "movl (%%rax,%[cls],4), %%ecx\n\t"
-                                    "movl %%ecx, %%edx\n\t"
-                                    "subl %k[want], %%edx\n\t"
-                                    "jae 3f\n\t"
-                                    "xorl %%edx, %%edx\n\t"
-                                    "3:\n\t"
-                                    "movq %%rcx, %[got]\n\t"
-                                    "subq %%rdx, %[got]\n\t"
-                                    "jz %l[none]\n\t"
-                                    "leaq %c[slots](%%r11,%%rdx,8), %%r11\n\t"
-                                    "xorl %%ecx, %%ecx\n\t"
-                                    "5:\n\t"
-                                    "movq (%%r11,%%rcx,8), %%r10\n\t"
-                                    "movq %%r10, (%[out],%%rcx,8)\n\t"
-                                    "addq $1, %%rcx\n\t"
-                                    "cmpq %[got], %%rcx\n\t"
-                                    "jb 5b\n\t"
-                                    "movl %%edx, (%%rax,%[cls],4)\n\t"
-                                    "2:\n\t" HZ_RSEQ_ABORT(4, aborted)
+  __asm__ goto(HZ_RSEQ_ARM(1, 2, 4) "1:\n\t" HZ_RSEQ_CACHE
+               "jne %l[none]\n\t"
+               "movl (%%rax,%[cls],4), %%ecx\n\t"
+               "movl %%ecx, %%edx\n\t"
+               "subl %k[want], %%edx\n\t"
+               "jae 3f\n\t"
+               "xorl %%edx, %%edx\n\t"
+               "3:\n\t"
+               "movq %%rcx, %[got]\n\t"
+               "subq %%rdx, %[got]\n\t"
+               "jz %l[none]\n\t"
+               "leaq %c[slots](%%r11,%%rdx,8), %%r11\n\t"
+               "xorl %%ecx, %%ecx\n\t"
+               "5:\n\t"
+               "movq (%%r11,%%rcx,8), %%r10\n\t"
+               "movq %%r10, (%[out],%%rcx,8)\n\t"
+               "addq $1, %%rcx\n\t"
+               "cmpq %[got], %%rcx\n\t"
+               "jb 5b\n\t"
+               "movl %%edx, (%%rax,%[cls],4)\n\t"
+               "2:\n\t" HZ_RSEQ_ABORT(4, aborted)
                : [got] "=&r"(got)
                : HZ_RSEQ_INPUTS(cls), [out] "r"(out), [want] "r"(want)
                : HZ_RSEQ_CLOBBERS
@@ -156,28 +157,29 @@ static unsigned section_push(size_t cls, void *const *blocks, uint64_t n) {
 aborted:
   hz_cpu_restarts++;
 start:
-  __asm__ goto(HZ_RSEQ_ARM(1, 2, 4) "1:\n\t" HZ_RSEQ_CACHE "jne %l[none]\n\t"
-                                    "movl (%%rax,%[cls],4), %%ecx\n\t"
-                                    "movl %c[cap](%%rax,%[cls],4), %%edx\n\t"
-                                    "subl %%ecx, %%edx\n\t"
-                                    "cmpl %k[n], %%edx\n\t"
-                                    "jbe 3f\n\t"
-                                    "movl %k[n], %%edx\n\t"
-                                    "3:\n\t"
-                                    "testl %%edx, %%edx\n\t"
-                                    "jz %l[none]\n\t"
-                                    "movq %%rdx, %[got]\n\t"
-                                    "leaq %c[slots](%%r11,%%rcx,8), %%r11\n\t"
-                                    "addl %%edx, %%ecx\n\t"
-                                    "xorl %%edx, %%edx\n\t"
-                                    "5:\n\t"
-                                    "movq (%[blocks],%%rdx,8), %%r10\n\t"
-                                    "movq %%r10, (%%r11,%%rdx,8)\n\t"
-                                    "addq $1, %%rdx\n\t"
-                                    "cmpq %[got], %%rdx\n\t"
-                                    "jb 5b\n\t"
-                                    "movl %%ecx, (%%rax,%[cls],4)\n\t"
-                                    "2:\n\t" HZ_RSEQ_ABORT(4, aborted)
+  __asm__ goto(HZ_RSEQ_ARM(1, 2, 4) "1:\n\t" HZ_RSEQ_CACHE
+               "jne %l[none]\n\t"
+               "movl (%%rax,%[cls],4), %%ecx\n\t"
+               "movl %c[cap](%%rax,%[cls],4), %%edx\n\t"
+               "subl %%ecx, %%edx\n\t"
+               "cmpl %k[n], %%edx\n\t"
+               "jbe 3f\n\t"
+               "movl %k[n], %%edx\n\t"
+               "3:\n\t"
+               "testl %%edx, %%edx\n\t"
+               "jz %l[none]\n\t"
+               "movq %%rdx, %[got]\n\t"
+               "leaq %c[slots](%%r11,%%rcx,8), %%r11\n\t"
+               "addl %%edx, %%ecx\n\t"
+               "xorl %%edx, %%edx\n\t"
+               "5:\n\t"
+               "movq (%[blocks],%%rdx,8), %%r10\n\t"
+               "movq %%r10, (%%r11,%%rdx,8)\n\t"
+               "addq $1, %%rdx\n\t"
+               "cmpq %[got], %%rdx\n\t"
+               "jb 5b\n\t"
+               "movl %%ecx, (%%rax,%[cls],4)\n\t"
+               "2:\n\t" HZ_RSEQ_ABORT(4, aborted)
                : [got] "=&r"(got)
                : HZ_RSEQ_INPUTS(cls), [blocks] "r"(blocks), [n] "r"(n),
                  [cap] "i"(HZ_CPU_CAP_OFFSET)
@@ -255,22 +257,22 @@ aborted:
   hz_cpu_restarts++;
 start:
   __asm__ goto(HZ_RSEQ_ARM(1, 2, 4) "1:\n\t" HZ_RSEQ_CACHE
-                                    "ldr w11, [x9, %[cls], lsl #2]\n\t"
-                                    "subs w12, w11, %w[want]\n\t"
-                                    "csel w12, wzr, w12, lo\n\t"
-                                    "sub %[got], x11, x12\n\t"
-                                    "cbz %[got], %l[none]\n\t"
-                                    "add x10, x10, %[slots]\n\t"
-                                    "add x10, x10, x12, lsl #3\n\t"
-                                    "mov x13, #0\n\t"
-                                    "5:\n\t"
-                                    "ldr x14, [x10, x13, lsl #3]\n\t"
-                                    "str x14, [%[out], x13, lsl #3]\n\t"
-                                    "add x13, x13, #1\n\t"
-                                    "cmp x13, %[got]\n\t"
-                                    "b.lo 5b\n\t"
-                                    "str w12, [x9, %[cls], lsl #2]\n\t"
-                                    "2:\n\t" HZ_RSEQ_ABORT(4, aborted)
+               "ldr w11, [x9, %[cls], lsl #2]\n\t"
+               "subs w12, w11, %w[want]\n\t"
+               "csel w12, wzr, w12, lo\n\t"
+               "sub %[got], x11, x12\n\t"
+               "cbz %[got], %l[none]\n\t"
+               "add x10, x10, %[slots]\n\t"
+               "add x10, x10, x12, lsl #3\n\t"
+               "mov x13, #0\n\t"
+               "5:\n\t"
+               "ldr x14, [x10, x13, lsl #3]\n\t"
+               "str x14, [%[out], x13, lsl #3]\n\t"
+               "add x13, x13, #1\n\t"
+               "cmp x13, %[got]\n\t"
+               "b.lo 5b\n\t"
+               "str w12, [x9, %[cls], lsl #2]\n\t"
+               "2:\n\t" HZ_RSEQ_ABORT(4, aborted)
                : [got] "=&r"(got)
                : HZ_RSEQ_INPUTS(cls), [out] "r"(out), [want] "r"(want)
                : HZ_RSEQ_CLOBBERS
@@ -290,26 +292,26 @@ aborted:
   hz_cpu_restarts++;
 start:
   __asm__ goto(HZ_RSEQ_ARM(1, 2, 4) "1:\n\t" HZ_RSEQ_CACHE
-                                    "ldr w11, [x9, %[cls], lsl #2]\n\t"
-                                    "add x12, x9, %[cap]\n\t"
-                                    "ldr w12, [x12, %[cls], lsl #2]\n\t"
-                                    "sub w12, w12, w11\n\t"
-                                    "cmp w12, %w[n]\n\t"
-                                    "csel w12, w12, %w[n], ls\n\t"
-                                    "cbz w12, %l[none]\n\t"
-                                    "mov %[got], x12\n\t"
-                                    "add x10, x10, %[slots]\n\t"
-                                    "add x10, x10, x11, lsl #3\n\t"
-                                    "add w11, w11, w12\n\t"
-                                    "mov x13, #0\n\t"
-                                    "5:\n\t"
-                                    "ldr x14, [%[blocks], x13, lsl #3]\n\t"
-                                    "str x14, [x10, x13, lsl #3]\n\t"
-                                    "add x13, x13, #1\n\t"
-                                    "cmp x13, %[got]\n\t"
-                                    "b.lo 5b\n\t"
-                                    "str w11, [x9, %[cls], lsl #2]\n\t"
-                                    "2:\n\t" HZ_RSEQ_ABORT(4, aborted)
+               "ldr w11, [x9, %[cls], lsl #2]\n\t"
+               "add x12, x9, %[cap]\n\t"
+               "ldr w12, [x12, %[cls], lsl #2]\n\t"
+               "sub w12, w12, w11\n\t"
+               "cmp w12, %w[n]\n\t"
+               "csel w12, w12, %w[n], ls\n\t"
+               "cbz w12, %l[none]\n\t"
+               "mov %[got], x12\n\t"
+               "add x10, x10, %[slots]\n\t"
+               "add x10, x10, x11, lsl #3\n\t"
+               "add w11, w11, w12\n\t"
+               "mov x13, #0\n\t"
+               "5:\n\t"
+               "ldr x14, [%[blocks], x13, lsl #3]\n\t"
+               "str x14, [x10, x13, lsl #3]\n\t"
+               "add x13, x13, #1\n\t"
+               "cmp x13, %[got]\n\t"
+               "b.lo 5b\n\t"
+               "str w11, [x9, %[cls], lsl #2]\n\t"
+               "2:\n\t" HZ_RSEQ_ABORT(4, aborted)
                : [got] "=&r"(got)
                : HZ_RSEQ_INPUTS(cls), [blocks] "r"(blocks), [n] "r"(n),
                  [cap] "i"(HZ_CPU_CAP_OFFSET)
@@ -439,8 +441,8 @@ void hz_cpu_cache_init(bool allowed) {
 #if defined(__SANITIZE_THREAD__)
   return; /* ThreadSanitizer cannot see what a section reads and writes */
 #endif
-  if (!allowed || HZ_VARIANT != 0 || !hz_option_enabled(HZ_OPTION_CPU_CACHE) ||
-      !rseq_usable())
+  if (!allowed || HZ_VARIANT != 0 ||
+      !hz_option_enabled(HZ_OPTION_CPU_CACHE) || !rseq_usable())
     return;
   long cpus = sysconf(_SC_NPROCESSORS_CONF);
   if (cpus < 1) return;

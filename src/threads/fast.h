@@ -12,8 +12,8 @@
 #include <stddef.h>
 
 #include "arena.h"
-#include "central.h"
 #include "check.h"
+#include "central.h"
 #include "guard.h"
 #include "heap.h"
 #include "page.h"
@@ -97,8 +97,9 @@ HZ_INLINE bool hz_fast_shared_to_bin(const hz_page_t *page, uintptr_t word) {
  * its older half to the ladder. A marked block takes the generic path,
  * which reports the double free; a thread without a heap, the slow path.
  * Out of line: inlined, its registers cost the thread's own pair. */
-static HZ_NOINLINE
-HZ_HOT(4) void hz_fast_free_shared(hz_heap_t *heap, hz_page_t *page, void *p) {
+static HZ_NOINLINE HZ_HOT(4) void hz_fast_free_shared(hz_heap_t *heap,
+                                                      hz_page_t *page,
+                                                      void *p) {
   if (HZ_UNLIKELY(heap == &hz_heap_empty)) {
     hz_thread_free_slow(p, heap, hz_segment_base(p), page);
     return;
@@ -124,7 +125,8 @@ HZ_HOT(4) void hz_fast_free_shared(hz_heap_t *heap, hz_page_t *page, void *p) {
  * one) asks the page's bit first (hz_heap_free_purged); any other flag, a
  * free page or a thread without a heap takes the slow path. */
 /* [condition: page-flag] */
-static HZ_NOINLINE void hz_fast_free_foreign(hz_heap_t *heap, hz_segment_t *seg,
+static HZ_NOINLINE void hz_fast_free_foreign(hz_heap_t *heap,
+                                             hz_segment_t *seg,
                                              hz_page_t *page, void *p,
                                              uintptr_t word) {
   if ((word & HZ_PAGE_FLAG_MASK) != 0 || word == 0 || heap == &hz_heap_empty) {

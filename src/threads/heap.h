@@ -348,6 +348,11 @@ void hz_heap_free_full_bin(void *p, hz_heap_t *heap, hz_page_t *page);
  * start there. */
 void hz_heap_bad_free(const hz_page_t *page, const void *p);
 
+/* The most blocks the bin holds. */
+HZ_INLINE size_t hz_bin_capacity(const hz_bin_t *bin) {
+  return (size_t)(bin->limit - bin->base);
+}
+
 /* Blocks the bin's thread has handed out so far. */
 HZ_INLINE uint64_t hz_bin_allocs(const hz_bin_t *bin) {
   return bin->alloc_mark - bin->sample_left;

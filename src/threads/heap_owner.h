@@ -135,10 +135,6 @@ HZ_INLINE size_t hz_bin_count(const hz_bin_t *bin) {
   return (size_t)(bin->top - bin->base);
 }
 
-HZ_INLINE size_t hz_bin_capacity(const hz_bin_t *bin) {
-  return (size_t)(bin->limit - bin->base);
-}
-
 /* The frees the bin's thread made in its class (hz_bin_t): exact when the
  * owner asks between its own slow paths, bins restored. */
 HZ_INLINE uint64_t hz_bin_frees(const hz_bin_t *bin) {

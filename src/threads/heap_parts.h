@@ -117,8 +117,6 @@ void hz_heap_keep_for_probes(hz_heap_t *heap, uint8_t cls);
  * `marked`: it was not below the bin's fresh_end (hz_page_put_index). */
 void hz_heap_page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block,
                       bool marked);
-/* Return the `n` oldest blocks of a bin to their pages. */
-void hz_heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n);
 /* Return every block of a bin to its page, never writing into one that
  * was carved and not handed out. */
 void hz_heap_bin_empty(hz_heap_t *heap, hz_bin_t *bin);

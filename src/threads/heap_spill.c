@@ -114,11 +114,6 @@ HZ_INLINE unsigned bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n,
   return shared;
 }
 
-/* Return the `n` oldest blocks of a bin to their pages. */
-void hz_heap_bin_spill(hz_heap_t *heap, hz_bin_t *bin, size_t n) {
-  bin_spill(heap, bin, n, NULL);
-}
-
 /* Return every block of a bin, fresh ones it never handed out uncarved:
  * a heap given back whole writes nothing into memory its thread never
  * touched (10,000 exiting threads faulted in 700 MiB linking them). */
