@@ -253,7 +253,7 @@ static void *lent_thread(void *arg) {
   lent_turn(blocks);
   heap = hz_heap_current();
   int shared, lent;
-  lent_count(blocks, &heap->segments, &shared, &lent);
+  lent_count(blocks, &heap->pages.segments, &shared, &lent);
   CHECK_MSG(shared > 0, "no block of the class came from the shared pages");
   CHECK_MSG(lent * 4 >= shared * 3,
             "%d of %d blocks of the shared pages came from pages other than "

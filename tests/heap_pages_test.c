@@ -75,16 +75,17 @@ static void remote_batch(void) {
   for (int i = 2; i < BATCH; i++)
     CHECK(mprotect(blocks[i], BATCH_SIZE, PROT_NONE) == 0);
   uint16_t used = page->tally->used;
-  uint64_t headers = owner.stats.drained_headers;
-  uint64_t drained = owner.stats.drained_blocks;
+  uint64_t headers = owner.pages.stats.drained_headers;
+  uint64_t drained = owner.pages.stats.drained_blocks;
   void *small = hz_heap_malloc_small(&owner, 64); /* a slow path: drains */
   CHECK(small != NULL);
-  CHECK_MSG(owner.stats.drained_blocks - drained == BATCH,
+  CHECK_MSG(owner.pages.stats.drained_blocks - drained == BATCH,
             "%llu blocks taken home",
-            (unsigned long long)(owner.stats.drained_blocks - drained));
-  CHECK_MSG(owner.stats.drained_headers - headers == 1,
+            (unsigned long long)(owner.pages.stats.drained_blocks - drained));
+  CHECK_MSG(owner.pages.stats.drained_headers - headers == 1,
             "%llu headers read for %d blocks",
-            (unsigned long long)(owner.stats.drained_headers - headers), BATCH);
+            (unsigned long long)(owner.pages.stats.drained_headers - headers),
+            BATCH);
   CHECK(page->tally->used + BATCH == used || page->tally->used == 0);
   for (int i = 2; i < BATCH; i++)
     CHECK(mprotect(blocks[i], BATCH_SIZE, PROT_READ | PROT_WRITE) == 0);
@@ -250,17 +251,17 @@ static void kept_follow_use(void) {
     half++;
   busy_send_home(0, half);
   size_t emptied = (size_t)half * SIZE;
-  CHECK_MSG(busy.empty_bytes > HZ_HEAP_EMPTY_BYTES &&
-                busy.empty_bytes + 4 * 64 * SIZE >= emptied,
+  CHECK_MSG(busy.pages.empty_bytes > HZ_HEAP_EMPTY_BYTES &&
+                busy.pages.empty_bytes + 4 * 64 * SIZE >= emptied,
             "%zu bytes of empty pages kept of %zu emptied beside %zu in use",
-            busy.empty_bytes, emptied, busy.busy_bytes);
+            busy.pages.empty_bytes, emptied, busy.pages.busy_bytes);
   /* The rest go: the heap keeps no more than HZ_HEAP_EMPTY_BYTES. */
   busy_send_home(half, n);
-  CHECK_MSG(busy.empty_bytes <= HZ_HEAP_EMPTY_BYTES,
-            "%zu bytes of empty pages kept with %zu in use", busy.empty_bytes,
-            busy.busy_bytes);
+  CHECK_MSG(busy.pages.empty_bytes <= HZ_HEAP_EMPTY_BYTES,
+            "%zu bytes of empty pages kept with %zu in use",
+            busy.pages.empty_bytes, busy.pages.busy_bytes);
   hz_heap_trim(&busy);
-  CHECK(busy.empty_bytes == 0 && busy.kept_bytes == 0);
+  CHECK(busy.pages.empty_bytes == 0 && busy.pages.kept_bytes == 0);
 }
 
 /* --- whole refills ------------------------------------------------------- */

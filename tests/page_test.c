@@ -36,13 +36,13 @@ static void exercise_class(uint8_t cls) {
    * the page before gave back, unpurged */
   bool zeroed = page->cut_zeroed;
   CHECK(zeroed == (cls == 1));
-  hz_page_init(page, (struct hz_heap_s *)fake_heap, cls);
+  hz_page_init(page, (struct hz_pages_s *)fake_heap, cls);
   CHECK(page->cut_zeroed == 0); /* used up */
-  CHECK(hz_page_heap(page) == (struct hz_heap_s *)fake_heap);
+  CHECK(hz_page_owner(page) == (struct hz_pages_s *)fake_heap);
   CHECK(hz_page_flags(page) == 0);
   hz_page_set_flag(page, HZ_PAGE_ALIGNED, true);
   CHECK(hz_page_has_aligned(page));
-  CHECK(hz_page_heap(page) == (struct hz_heap_s *)fake_heap);
+  CHECK(hz_page_owner(page) == (struct hz_pages_s *)fake_heap);
   hz_page_set_flag(page, HZ_PAGE_ALIGNED, false);
   CHECK(hz_page_owner_word(page) == (uintptr_t)fake_heap);
   /* page 0 shares its slice with the header (descriptors and bitmaps) */
@@ -154,7 +154,7 @@ static void exercise_purged(uint8_t cls) {
   hz_page_t *page = hz_segment_page_alloc(&segments, hz_segment_kind_for(size));
   CHECK(page != NULL);
   if (page == NULL) return;
-  hz_page_init(page, (struct hz_heap_s *)fake_heap, cls);
+  hz_page_init(page, (struct hz_pages_s *)fake_heap, cls);
   uint32_t n = take_all(page, page->tally->tail_unmarked);
   for (uint32_t i = 0; i < n; i++) { /* the program writes them, then frees */
     memset(hz_page_start(page) + (size_t)i * size, 0x5a, size);

@@ -9,9 +9,9 @@
 #include "os.h"
 #include "sizeclass.h"
 
-void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id) {
+void hz_page_init(hz_page_t *page, struct hz_pages_s *owner, uint8_t class_id) {
   size_t block_size = hz_sizeclass_block_size(class_id);
-  hz_page_set_heap(page, heap);
+  hz_page_set_owner(page, owner);
   page->class_id = class_id;
   HZ_SHARED_SET(page->block_size, (uint32_t)block_size);
   page->reserved = (uint16_t)(hz_page_area(page) / block_size);
@@ -183,7 +183,7 @@ bool hz_page_is_block_start(const hz_page_t *page, const void *p) {
 
 #ifdef HZ_DEBUG
 void hz_page_check(const hz_page_t *page) {
-  HZ_ASSERT(hz_page_heap(page) != NULL);
+  HZ_ASSERT(hz_page_owner(page) != NULL);
   HZ_ASSERT(page->capacity <= page->reserved);
   uint32_t words = hz_page_words(page->capacity);
   for (uint32_t w = 0; w < page->tally->bits_from && w < words; w++)

@@ -79,7 +79,7 @@ typedef struct {
   _Alignas(64) uint64_t bits[HZ_PAGE_BITMAP_WORDS];
 } hz_page_tally_t;
 
-struct hz_heap_s;
+struct hz_pages_s;
 
 /* Flag bits kept in the low bits of hz_page_t.owner (heaps are 64-byte
  * aligned). Only the owner changes them; any thread may read them
@@ -162,11 +162,11 @@ HZ_INLINE void hz_page_set_start(hz_page_t *page, uint8_t *start) {
   page->start_word = HZ_VALGRIND ? ~word : word;
 }
 
-/* Set the page up for `class_id`, owned by `heap`: no block carved. Its
+/* Set the page up for `class_id`, owned by `owner`: no block carved. Its
  * fresh blocks count as holding no mark only when the segment cut it from
  * memory that read as zeros (cut_zeroed, used up here): a page set up
  * again for another class may hold the marks of the blocks it had. */
-void hz_page_init(hz_page_t *page, struct hz_heap_s *heap, uint8_t class_id);
+void hz_page_init(hz_page_t *page, struct hz_pages_s *owner, uint8_t class_id);
 
 /* Words of the bitmap that `blocks` blocks use. */
 HZ_INLINE uint32_t hz_page_words(uint32_t blocks) { return (blocks + 63) / 64; }
@@ -371,14 +371,15 @@ HZ_INLINE uintptr_t hz_page_owner_word(const hz_page_t *page) {
   return atomic_load_explicit(&page->owner, memory_order_relaxed);
 }
 
-/* The owning heap, NULL when the page is free. */
-HZ_INLINE struct hz_heap_s *hz_page_heap(const hz_page_t *page) {
-  return (struct hz_heap_s *)(hz_page_owner_word(page) & ~HZ_PAGE_FLAG_MASK);
+/* The pages of the owning heap (a thread's heap or a class heap, heap
+ * box), NULL when the page is free. */
+HZ_INLINE struct hz_pages_s *hz_page_owner(const hz_page_t *page) {
+  return (struct hz_pages_s *)(hz_page_owner_word(page) & ~HZ_PAGE_FLAG_MASK);
 }
 
-/* Give the page to `heap` (NULL: free), clearing every flag. */
-HZ_INLINE void hz_page_set_heap(hz_page_t *page, struct hz_heap_s *heap) {
-  atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_relaxed);
+/* Give the page to `owner` (NULL: free), clearing every flag. */
+HZ_INLINE void hz_page_set_owner(hz_page_t *page, struct hz_pages_s *owner) {
+  atomic_store_explicit(&page->owner, (uintptr_t)owner, memory_order_relaxed);
 }
 
 HZ_INLINE unsigned hz_page_flags(const hz_page_t *page) {
@@ -389,11 +390,11 @@ HZ_INLINE bool hz_page_has_aligned(const hz_page_t *page) {
   return (hz_page_flags(page) & HZ_PAGE_ALIGNED) != 0;
 }
 
-/* The page goes to `heap`, its flags with it, in one store: a freeing
+/* The page goes to `owner`, its flags with it, in one store: a freeing
  * thread reads the old owner word or the new one, never a mix. */
-HZ_INLINE void hz_page_move(hz_page_t *page, struct hz_heap_s *heap) {
+HZ_INLINE void hz_page_move(hz_page_t *page, struct hz_pages_s *owner) {
   uintptr_t flags = hz_page_owner_word(page) & HZ_PAGE_FLAG_MASK;
-  atomic_store_explicit(&page->owner, (uintptr_t)heap | flags,
+  atomic_store_explicit(&page->owner, (uintptr_t)owner | flags,
                         memory_order_relaxed);
 }
 

@@ -612,7 +612,7 @@ void hz_segment_summarize(size_t *pages, size_t *blocks, size_t *bytes,
     hz_lock(&seg->lock);
     for (int i = 0; i < HZ_SLICES; i++) {
       const hz_page_t *page = &seg->pages[i];
-      if (hz_page_heap(page) == NULL) continue;
+      if (hz_page_owner(page) == NULL) continue;
       size_t used = HZ_SHARED_GET(page->tally->used);
       *pages += 1;
       *blocks += used;

@@ -63,7 +63,7 @@ static bool api_locate(const void *p, const char *what, api_block_t *out) {
     return true;
   }
   hz_page_t *page = hz_segment_page_of(seg, p);
-  if (hz_page_heap(page) == NULL) {
+  if (hz_page_owner(page) == NULL) {
     hz_check_report(what, p, "not an allocated block");
     return false;
   }

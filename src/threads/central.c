@@ -157,15 +157,15 @@ void hz_central_count(uint64_t *shared_classes, uint64_t *turns) {
  * collector fields. */
 static bool central_idle(hz_heap_t *heap) {
   uint64_t now_ms = hz_os_now_ms();
-  uint32_t n = atomic_load_explicit(&heap->activity, memory_order_relaxed);
-  if (n != heap->collect_seen) {
-    heap->collect_seen = n;
-    heap->idle_since_ms = now_ms;
-    heap->collect_clean = false;
+  uint32_t n = atomic_load_explicit(&heap->pages.activity, memory_order_relaxed);
+  if (n != heap->pages.collect_seen) {
+    heap->pages.collect_seen = n;
+    heap->pages.idle_since_ms = now_ms;
+    heap->pages.collect_clean = false;
     return false;
   }
-  return (!heap->collect_clean || hz_heap_has_incoming(heap)) &&
-         now_ms - heap->idle_since_ms >= HZ_IDLE_FULL_MS;
+  return (!heap->pages.collect_clean || hz_heap_has_incoming(heap)) &&
+         now_ms - heap->pages.idle_since_ms >= HZ_IDLE_FULL_MS;
 }
 
 /* Under the class's lock: its inbox home, and everything once idle (the

@@ -66,12 +66,12 @@ void hz_central_count(uint64_t *shared_classes, uint64_t *turns);
  * free blocks. The purge thread's rounds call it with all = false. */
 void hz_central_collect(bool all);
 /* Where the class heaps start (NULL before they are first used);
- * their owner words name one of them (hz_heap_is_shared). */
+ * their owner words name one of them (hz_pages_of_class_heap). */
 const void *hz_central_base(void);
 
 /* The page is one of the shared pages. */
 HZ_INLINE bool hz_central_holds(const hz_page_t *page) {
-  return hz_heap_is_shared(hz_page_heap(page));
+  return hz_pages_of_class_heap(hz_page_owner(page));
 }
 /* The owner word of the shared pages of `cls` (the address of its shared
  * heap), read from the shared range alone; before the class heaps exist,

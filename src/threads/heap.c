@@ -45,7 +45,8 @@ void hz_heap_init(hz_heap_t *heap) {
   for (uint8_t c = 1; c < HZ_CLASS_COUNT; c++)
     heap_bin_init(heap, c);
   heap->state = HZ_HEAP_LIVE;
-  heap->cuts_from = &heap->segments;
+  heap->pages.cuts_from = &heap->pages.segments;
+  heap->pages.empty_quarters = HZ_HEAP_EMPTY_RATIO * 4;
   if (hz_prof_active || hz_guard_active) hz_heap_arm_sampling(heap);
 }
 
@@ -86,7 +87,8 @@ void hz_heap_init_shared(hz_heap_t *heap, uint8_t cls, hz_segment_set_t *set) {
   heap_bin_init(heap, cls);
   heap->state = HZ_HEAP_SHARED;
   hz_page_kind_t kind = hz_segment_kind_for(hz_sizeclass_block_size(cls));
-  heap->cuts_from = kind <= HZ_KIND_MEDIUM ? set : &heap->segments;
+  heap->pages.cuts_from = kind <= HZ_KIND_MEDIUM ? set : &heap->pages.segments;
+  heap->pages.empty_quarters = 4 / HZ_HEAP_SHARED_EMPTY_DIVISOR;
   if (hz_prof_active || (hz_guard_active && heap_guard_class(cls)))
     heap_sample_after(&heap->bins[cls], heap_sample_gap(cls));
 }
@@ -128,8 +130,8 @@ HZ_INLINE uint32_t page_room(const hz_page_t *page) {
  * empty and go back, and memory held tracks memory live. Pages with
  * nothing left move to `full`. A fresh page is cut only when no page has
  * room. */
-HZ_INLINE hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls) {
-  hz_page_queue_t *q = &heap->queues[cls];
+HZ_INLINE hz_page_t *pages_find(hz_pages_t *pages, uint8_t cls) {
+  hz_page_queue_t *q = &pages->queues[cls];
   hz_page_t *page = q->first;
   if (HZ_LIKELY(page != NULL && hz_page_has_room(page))) return page;
   hz_page_t *best = NULL;
@@ -138,7 +140,7 @@ HZ_INLINE hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls) {
     if (!hz_page_has_room(page)) {
       hz_queue_remove(q, page);
       page->in_full = 1;
-      hz_queue_push_back(&heap->full, page);
+      hz_queue_push_back(&pages->full, page);
     } else if (best == NULL || page_room(page) < page_room(best)) {
       best = page;
     }
@@ -148,7 +150,7 @@ HZ_INLINE hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls) {
     heap_move_to_front(q, best);
     return best;
   }
-  page = hz_heap_new_page(heap, cls);
+  page = hz_pages_new_page(pages, cls);
   if (page != NULL) hz_queue_push_front(q, page);
   return page;
 }
@@ -156,13 +158,14 @@ HZ_INLINE hz_page_t *heap_find_page(hz_heap_t *heap, uint8_t cls) {
 /* A refill took blocks off a page with notes: kept empty, it is in use
  * again; purged (HZ_PAGE_PURGED), the flag goes once no free block is
  * left on it. One test of both on every refill. */
-static HZ_NOINLINE void heap_refilled_noted(hz_heap_t *heap, hz_page_t *page) {
-  if (page->emptied) hz_heap_unempty(heap, page);
+static HZ_NOINLINE void pages_refilled_noted(hz_pages_t *pages,
+                                             hz_page_t *page) {
+  if (page->emptied) hz_pages_unempty(pages, page);
   if (page->purged) hz_page_purged_refilled(page);
 }
 
 /* Fill the empty bin of `cls` up to half way from one page (the one
- * heap_find_page chooses, which has room: at least one block), the lowest
+ * pages_find chooses, which has room: at least one block), the lowest
  * address on top: malloc hands blocks out in address order, which
  * hardware prefetchers follow. (Going on to the next fullest page when the
  * first runs out halved the slow paths of mt_remote main R90/T4 but bought
@@ -170,9 +173,9 @@ static HZ_NOINLINE void heap_refilled_noted(hz_heap_t *heap, hz_page_t *page) {
  * software prefetch of each block for writing bought nothing measurable on
  * batch_queue, random_mixed, string_builder or json, 5 runs each. Both
  * were dropped.) False if out of memory. */
-HZ_INLINE uint32_t heap_refill(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
-                               uint32_t want) {
-  hz_page_t *page = heap_find_page(heap, cls);
+HZ_INLINE uint32_t pages_refill(hz_pages_t *pages, hz_bin_t *bin, uint8_t cls,
+                                uint32_t want) {
+  hz_page_t *page = pages_find(pages, cls);
   if (page == NULL) return 0;
   uint32_t unmarked;
   uint32_t taken = hz_page_take(page, bin->top, want, &unmarked);
@@ -180,9 +183,9 @@ HZ_INLINE uint32_t heap_refill(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
   bin_hold_unmarked(bin, bin->top, unmarked);
   bin->top += taken;
   hz_bin_moved(bin, taken);
-  if (page->tally->used == 0) heap->busy_bytes += hz_page_area(page);
+  if (page->tally->used == 0) pages->busy_bytes += hz_page_area(page);
   HZ_SHARED_SET(page->tally->used, (uint16_t)(page->tally->used + taken));
-  if (HZ_UNLIKELY(page->refill_notes)) heap_refilled_noted(heap, page);
+  if (HZ_UNLIKELY(page->refill_notes)) pages_refilled_noted(pages, page);
   hz_page_check(page);
   return taken;
 }
@@ -217,12 +220,12 @@ HZ_NOINLINE void *hz_heap_malloc_sampled(hz_heap_t *heap, hz_bin_t *bin,
  * empty for HZ_HEAP_EMPTY_AGE of the heap's slow paths: kept pages absorb
  * a class's ups and downs, and memory held follows memory live as the
  * heap goes on. One look per malloc slow path. */
-static void heap_age_empty(hz_heap_t *heap, uint8_t cls) {
-  hz_page_t *last = heap->queues[cls].last;
-  if (last == NULL || !last->emptied || last == heap->queues[cls].first) return;
-  uint32_t now = atomic_load_explicit(&heap->activity, memory_order_relaxed);
-  if (now - last->emptied_at >= HZ_HEAP_EMPTY_AGE)
-    hz_heap_retire_page(heap, last);
+static void pages_age_empty(hz_pages_t *pages, uint8_t cls) {
+  hz_page_t *last = pages->queues[cls].last;
+  if (last == NULL || !last->emptied || last == pages->queues[cls].first)
+    return;
+  uint32_t now = atomic_load_explicit(&pages->activity, memory_order_relaxed);
+  if (now - last->emptied_at >= HZ_HEAP_EMPTY_AGE) hz_pages_retire(pages, last);
 }
 
 /* Where a bin's refill comes from: the heap's own pages (shared NULL; with
@@ -269,21 +272,23 @@ HZ_INLINE bool heap_fill_bin(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
   HZ_ASSERT(bin->top == bin->base);
   hz_heap_t *shared = from->shared;
   if (shared == NULL) {
-    if (!from->probe) heap->refills_shared[cls] = false;
-    uint32_t taken = heap_refill(heap, bin, cls, heap_own_want(heap, bin, cls));
+    if (!from->probe) heap->pages.keeps_none[cls] = false;
+    uint32_t taken =
+        pages_refill(&heap->pages, bin, cls, heap_own_want(heap, bin, cls));
     HZ_SHARED_ADD(heap->counts[cls].handed, taken);
     if (from->probe) hz_heap_keep_for_probes(heap, cls);
     return taken != 0;
   }
-  if (!heap->refills_shared[cls]) hz_heap_turn_shared(heap, cls);
+  if (!hz_heap_refills_shared(heap, cls)) hz_heap_turn_shared(heap, cls);
   uint32_t room = (uint32_t)hz_bin_capacity(bin);
+  hz_pages_t *pages = &shared->pages;
   hz_lock(from->lock);
-  hz_heap_note_active(shared);
-  if (hz_heap_has_incoming(shared)) hz_heap_drain_inbox(shared);
-  heap_age_empty(shared, cls);
-  hz_heap_lend_pages(heap, shared, cls, from->probed);
+  hz_pages_note_active(pages);
+  if (hz_remote_pending(&pages->inbox)) hz_pages_drain_inbox(pages);
+  pages_age_empty(pages, cls);
+  hz_heap_lend_pages(heap, pages, cls, from->probed);
   uint32_t taken = 0, got;
-  while (taken < room && (got = heap_refill(shared, bin, cls, room - taken)))
+  while (taken < room && (got = pages_refill(pages, bin, cls, room - taken)))
     taken += got;
   hz_unlock(from->lock);
   return taken != 0;
@@ -297,7 +302,7 @@ static void heap_take_given(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
   unsigned n = from->given_count;
   size_t room = (size_t)(bin->limit - bin->top);
   unsigned fit = n < room ? n : (unsigned)room;
-  if (!heap->refills_shared[cls]) hz_heap_turn_shared(heap, cls);
+  if (!hz_heap_refills_shared(heap, cls)) hz_heap_turn_shared(heap, cls);
   void **batch = bin->top;
   uint32_t unmarked = 0;
   for (unsigned i = 0; i < fit; i++)
@@ -314,7 +319,7 @@ static void heap_take_given(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls,
 HZ_INLINE void *heap_malloc(hz_heap_t *heap, size_t size,
                             const refill_from_t *from) {
   hz_heap_enter(heap);
-  HZ_SHARED_ADD(heap->stats.slow_mallocs, 1);
+  HZ_SHARED_ADD(heap->pages.stats.slow_mallocs, 1);
   hz_heap_take_returned(heap);
   uint8_t cls = hz_sizeclass_of(size);
   hz_bin_t *bin = &heap->bins[cls];
@@ -332,7 +337,7 @@ HZ_INLINE void *heap_malloc(hz_heap_t *heap, size_t size,
   hz_heap_flush_stash(heap);
   if (hz_heap_has_incoming(heap)) hz_heap_drain_inbox(heap);
   void *block = NULL;
-  heap_age_empty(heap, cls);
+  pages_age_empty(&heap->pages, cls);
   if (bin->top != bin->base || heap_fill_bin(heap, bin, cls, from)) {
     bin->sample_left--;
     block = hz_bin_take(bin, bin->top, cls);

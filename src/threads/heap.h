@@ -140,22 +140,56 @@ typedef struct {
 
 _Static_assert(sizeof(hz_bin_t) == 64, "bins are indexed with a shift");
 
-typedef struct hz_heap_s {
-  /* Fast path: the blocks malloc pops, per class. Heaps are 64-byte
-   * aligned: pages keep flags in the low bits of their owner word. */
-  _Alignas(64) hz_bin_t bins[HZ_CLASS_COUNT];
-  void *bin_slots[HZ_CLASS_COUNT][HZ_BIN_SLOTS];
+/* A heap's pages: what every owner of pages keeps, a thread's heap and a
+ * class heap alike (the central box's), at the start of both, so that a
+ * page's owner word names it whichever it is. Touched only by its owner
+ * (the thread, or whoever holds the class heap's lock, or a collector
+ * holding it) but the inbox, which other threads push to. */
+typedef struct hz_pages_s {
   /* Pages of each class that may have free blocks; the first is the one
    * refills take from. */
   hz_page_queue_t queues[HZ_CLASS_COUNT];
   /* Pages with no free block left (all classes). */
   hz_page_queue_t full;
+  hz_segment_set_t segments;   /* its own */
+  hz_segment_set_t *cuts_from; /* where its pages are cut from: `segments`,
+                                  or the set the class heaps share */
+  hz_page_t *spare[HZ_HEAP_SPARE_KINDS]; /* empty pages, linked by next */
+  uint8_t spare_count[HZ_HEAP_SPARE_KINDS];
+  /* Empty pages kept in class queues: up to this many quarters of the
+   * bytes in use (HZ_HEAP_EMPTY_BYTES at least). */
+  uint8_t empty_quarters;
+  /* Per class: its pages are not kept as they empty, but for the page
+   * marked `for_probes` first in its queue: a thread's heap whose refills
+   * of the class come from the shared pages (hz_heap_refills_shared), its
+   * own pages of it lent to the class heap (heap_lend.c). */
+  bool keeps_none[HZ_CLASS_COUNT];
+  bool gone;          /* collected whole, no owner: its pages go at once */
+  size_t empty_bytes; /* of the empty pages kept in class queues */
+  size_t kept_bytes;  /* those and the spare pages: read by the stats */
+  size_t busy_bytes;  /* of its pages with a block in use (or in a bin) */
+  hz_heap_stats_t stats;
+  /* Its owner's slow paths so far: the clock of the empty pages' age,
+   * and what a collector watches for idleness. */
+  _Alignas(64) _Atomic uint32_t activity;
+  uint32_t collect_seen;  /* collector's: activity when it last looked */
+  uint64_t idle_since_ms; /* collector's: when it saw that activity first */
+  bool collect_clean;     /* collector's: nothing left after a full one */
+  /* Blocks other threads freed to its pages (written by them). */
+  _Alignas(64) hz_inbox_t inbox;
+} hz_pages_t;
+
+typedef struct hz_heap_s {
+  /* Its pages, first: a page's owner word names the heap. */
+  hz_pages_t pages;
+  /* Fast path: the blocks malloc pops, per class. Heaps are 64-byte
+   * aligned: pages keep flags in the low bits of their owner word. */
+  _Alignas(64) hz_bin_t bins[HZ_CLASS_COUNT];
+  void *bin_slots[HZ_CLASS_COUNT][HZ_BIN_SLOTS];
   hz_class_counts_t counts[HZ_CLASS_COUNT];
   /* A bin of small blocks' frees (hz_bin_frees) at its last refill: the
    * next refill fills it whole when none came in since. */
   uint64_t refill_frees[HZ_CLASS_COUNT];
-  /* Blocks other threads freed to us (written by them) on its own line. */
-  _Alignas(64) hz_inbox_t inbox;
   /* Lent pages (heap_lend.c): its pages lent to the class heaps and
    * not back yet, and those given back, for its next slow path or a
    * collector to give back to their segments (linked by `next`; written
@@ -164,22 +198,12 @@ typedef struct hz_heap_s {
   _Alignas(64) _Atomic uint32_t lent;
   _Atomic(struct hz_page_s *) returned;
   _Alignas(64) hz_stash_t stash; /* our frees bound for other heaps */
-  hz_segment_set_t segments;     /* its own (lent pages come back to it) */
-  hz_segment_set_t *cuts_from;   /* where its pages are cut from: `segments`,
-                                    or the set the class heaps share */
-  hz_page_t *spare[HZ_HEAP_SPARE_KINDS]; /* empty pages, linked by next */
-  uint8_t spare_count[HZ_HEAP_SPARE_KINDS];
-  size_t empty_bytes; /* of the empty pages kept in class queues */
-  size_t kept_bytes;  /* those and the spare pages: read by the stats */
-  size_t busy_bytes;  /* of its pages with a block in use (or in a bin) */
-  hz_heap_stats_t stats;
   /* Written by its thread or under the pool lock; a collector holding the
    * heap may read it meanwhile (HZ_SHARED_GET), a new thread adopting a
    * pooled heap sets it before it waits for the collector to let go. */
   hz_heap_state_t state;
   /* Collection handshake (see the top of this file). */
   _Alignas(64) _Atomic uint8_t busy; /* owner inside a slow path */
-  _Atomic uint32_t activity;         /* owner slow paths so far */
   _Atomic uintptr_t collector;       /* claiming collector's token, or 0 */
   bool bins_stolen;                  /* a collector raised some bin's base */
   /* Per class: a collector took the bin's slots below this (NULL: none). */
@@ -189,17 +213,11 @@ typedef struct hz_heap_s {
   uint8_t run_class;
   bool run_shared;
   uint32_t run_frees;
-  /* Per class: its refills come from the shared pages (its own pages then
-   * go to the class heap, lent, but for the one its probes take from:
-   * heap_lend.c), and the full queue still has pages of it to lend; and the
-   * shared refills since the last probe (route.h). */
-  bool refills_shared[HZ_CLASS_COUNT];
+  /* Per class: the full queue still has pages of it to lend (its refills
+   * come from the shared pages: hz_heap_refills_shared); and the shared
+   * refills since the last probe (route.h). */
   bool lend_full[HZ_CLASS_COUNT];
   uint8_t shared_fills[HZ_CLASS_COUNT];
-  bool gone;              /* pooled and collected whole: its pages go at once */
-  uint32_t collect_seen;  /* collector's: activity when it last looked */
-  uint64_t idle_since_ms; /* collector's: when it saw that activity first */
-  bool collect_clean;     /* collector's: nothing left after a full one */
   /* Links of the thread box's lists, under its pool lock. */
   struct hz_heap_s *next_all, *prev_all;       /* every heap not retired */
   struct hz_heap_s *next_pooled, *prev_pooled; /* heaps waiting for a thread */
@@ -213,11 +231,17 @@ extern uintptr_t hz_heap_shared_base;
 extern size_t hz_heap_shared_span;
 void hz_heap_set_shared_range(const void *base, size_t span);
 
-/* `heap` is one of the class heaps: told by its address alone, so
- * a thread freeing its block reads no line of it. */
-HZ_INLINE bool hz_heap_is_shared(const hz_heap_t *heap) {
-  return (uintptr_t)heap - HZ_SHARED_GET(hz_heap_shared_base) <
+/* `owner` (a page's: hz_page_owner) is one of the class heaps: told by
+ * its address alone, so a thread freeing its block reads no line of it. */
+HZ_INLINE bool hz_pages_of_class_heap(const hz_pages_t *owner) {
+  return (uintptr_t)owner - HZ_SHARED_GET(hz_heap_shared_base) <
          HZ_SHARED_GET(hz_heap_shared_span);
+}
+
+/* The heap's refills of `cls` come from the shared pages (central box):
+ * its own pages of the class only empty, and it keeps none of them. */
+HZ_INLINE bool hz_heap_refills_shared(const hz_heap_t *heap, uint8_t cls) {
+  return heap->pages.keeps_none[cls];
 }
 extern HZ_TLS hz_heap_t *hz_heap_tls;
 
@@ -444,7 +468,7 @@ void hz_heap_collect(hz_heap_t *heap, bool purge, hz_bins_take_t bins);
 /* Blocks wait in the inbox (a collector may ask before it claims the
  * heap). */
 HZ_INLINE bool hz_heap_has_incoming(const hz_heap_t *heap) {
-  return hz_remote_pending(&heap->inbox);
+  return hz_remote_pending(&heap->pages.inbox);
 }
 /* A thread that adopts a pooled heap waits here until no collector has it. */
 void hz_heap_wait_unclaimed(hz_heap_t *heap);

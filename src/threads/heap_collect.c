@@ -13,15 +13,16 @@
 
 static hz_collect_depth_t idle_depth(hz_heap_t *heap, uint64_t now_ms) {
   bool pending = hz_heap_has_incoming(heap);
-  uint32_t n = atomic_load_explicit(&heap->activity, memory_order_relaxed);
-  if (n != heap->collect_seen) { /* active since we last looked */
-    heap->collect_seen = n;
-    heap->idle_since_ms = now_ms;
-    heap->collect_clean = false;
+  uint32_t n =
+      atomic_load_explicit(&heap->pages.activity, memory_order_relaxed);
+  if (n != heap->pages.collect_seen) { /* active since we last looked */
+    heap->pages.collect_seen = n;
+    heap->pages.idle_since_ms = now_ms;
+    heap->pages.collect_clean = false;
     return HZ_COLLECT_NONE;
   }
-  uint64_t idle = now_ms - heap->idle_since_ms;
-  if (heap->collect_clean && !pending) return HZ_COLLECT_NONE;
+  uint64_t idle = now_ms - heap->pages.idle_since_ms;
+  if (heap->pages.collect_clean && !pending) return HZ_COLLECT_NONE;
   if (idle >= HZ_IDLE_FULL_MS) return HZ_COLLECT_FULL;
   long delay = hz_option(HZ_OPTION_PURGE_DELAY_MS);
   if (pending && idle >= (uint64_t)(delay > 0 ? delay : 0))
@@ -36,7 +37,7 @@ hz_collect_depth_t hz_heap_claim(hz_heap_t *heap, uintptr_t token,
   hz_collect_depth_t depth = HZ_COLLECT_FULL;
   if (how == HZ_CLAIM_IDLE)
     depth = idle_depth(heap, now_ms);
-  else if (how == HZ_CLAIM_SURPLUS && heap->collect_clean &&
+  else if (how == HZ_CLAIM_SURPLUS && heap->pages.collect_clean &&
            !hz_heap_has_incoming(heap))
     depth = HZ_COLLECT_NONE;
   uintptr_t expected = 0;
@@ -95,7 +96,7 @@ static void heap_take_bins(hz_heap_t *heap) {
     for (void **slot = old_base[c]; slot < end; slot++) {
       hz_heap_page_put(heap, hz_segment_block_page(*slot), *slot,
                        slot >= fresh_end);
-      HZ_SHARED_ADD(heap->stats.bin_blocks_taken, 1);
+      HZ_SHARED_ADD(heap->pages.stats.bin_blocks_taken, 1);
     }
     if (end > old_base[c]) hz_bin_moved(&heap->bins[c], old_base[c] - end);
     heap->stolen_end[c] = end > old_base[c] ? end : old_base[c];
@@ -111,23 +112,24 @@ static void heap_collect(hz_heap_t *heap) {
   hz_heap_drain_inbox(heap); /* may send blocks of lent pages on: */
   hz_heap_flush_stash(heap);
   for (int c = 0; c < HZ_CLASS_COUNT; c++) {
-    hz_page_t *page = heap->queues[c].first;
+    hz_page_t *page = heap->pages.queues[c].first;
     while (page != NULL) {
       hz_page_t *next = page->next;
-      if (page->tally->used == 0) hz_heap_retire_page(heap, page);
+      if (page->tally->used == 0) hz_pages_retire(&heap->pages, page);
       page = next;
     }
   }
-  hz_heap_spare_release(heap);
+  hz_pages_spare_release(&heap->pages);
 }
 
 /* Pages still in use keep only their live blocks resident. */
 static void heap_discard_free_blocks(hz_heap_t *heap) {
   bool lazy = hz_option_enabled(HZ_OPTION_PURGE_MADV_FREE);
   for (int c = 0; c < HZ_CLASS_COUNT; c++)
-    for (hz_page_t *page = heap->queues[c].first; page; page = page->next)
+    for (hz_page_t *page = heap->pages.queues[c].first; page; page = page->next)
       hz_page_discard_free(page, lazy);
-  for (hz_page_t *page = heap->full.first; page != NULL; page = page->next)
+  for (hz_page_t *page = heap->pages.full.first; page != NULL;
+       page = page->next)
     hz_page_discard_free(page, lazy);
 }
 
@@ -139,13 +141,13 @@ static void heap_spill_all_bins(hz_heap_t *heap) {
 /* Only a collection that purged leaves the heap clean for purge rounds:
  * one that just recycled it still has free blocks to discard. */
 void hz_heap_collect(hz_heap_t *heap, bool purge, hz_bins_take_t bins) {
-  HZ_SHARED_ADD(heap->stats.collections, 1);
+  HZ_SHARED_ADD(heap->pages.stats.collections, 1);
   hz_heap_take_returned(heap);
   /* A pooled heap idle long enough to be collected whole has no thread to
    * cut its pages again soon: their memory goes now, not a purge delay
    * later (4 threads that freed 1 GiB and exited kept 60 MB resident 2.5
    * purge delays after the last free in one run of 6). */
-  heap->gone = bins == HZ_BINS_ALL && purge;
+  heap->pages.gone = bins == HZ_BINS_ALL && purge;
   if (bins == HZ_BINS_ALL) {
     if (heap->bins_stolen) hz_heap_bins_restore(heap);
     heap_spill_all_bins(heap);
@@ -153,26 +155,27 @@ void hz_heap_collect(hz_heap_t *heap, bool purge, hz_bins_take_t bins) {
     heap_take_bins(heap);
   }
   heap_collect(heap);
-  heap->gone = false;
+  heap->pages.gone = false;
   if (!purge) return;
   heap_discard_free_blocks(heap);
-  heap->collect_seen =
-      atomic_load_explicit(&heap->activity, memory_order_relaxed);
-  heap->collect_clean = true;
+  heap->pages.collect_seen =
+      atomic_load_explicit(&heap->pages.activity, memory_order_relaxed);
+  heap->pages.collect_clean = true;
 }
 
 bool hz_heap_holds_nothing(const hz_heap_t *heap) {
-  if (heap->full.first != NULL || hz_heap_has_incoming(heap) ||
+  if (heap->pages.full.first != NULL || hz_heap_has_incoming(heap) ||
       !hz_remote_stash_empty(&heap->stash) ||
       atomic_load_explicit(&heap->lent, memory_order_relaxed) != 0)
     return false;
   for (int kind = 0; kind < HZ_HEAP_SPARE_KINDS; kind++)
-    if (heap->spare[kind] != NULL) return false;
+    if (heap->pages.spare[kind] != NULL) return false;
   for (int c = 1; c < HZ_CLASS_COUNT; c++)
-    if (heap->queues[c].first != NULL ||
+    if (heap->pages.queues[c].first != NULL ||
         heap->bins[c].top != heap->bins[c].base)
       return false;
-  return heap->segments.room == NULL && heap->segments.empty == NULL;
+  return heap->pages.segments.room == NULL &&
+         heap->pages.segments.empty == NULL;
 }
 
 static void heap_publish_all_counts(hz_heap_t *heap) {
@@ -210,8 +213,8 @@ void hz_heap_publish_all(hz_heap_t *heap) {
 }
 
 void hz_heap_summarize_one(const hz_heap_t *heap, hz_heap_summary_t *out) {
-  hz_stats_heap_add(&out->counters, &heap->stats);
-  out->bytes_kept_empty += HZ_SHARED_GET(heap->kept_bytes);
+  hz_stats_heap_add(&out->counters, &heap->pages.stats);
+  out->bytes_kept_empty += HZ_SHARED_GET(heap->pages.kept_bytes);
   out->counters.inbox_cas_retries += HZ_SHARED_GET(heap->stash.cas_retries);
   out->counters.stash_wait_ns += HZ_SHARED_GET(heap->stash.wait_ns);
   out->counters.stash_lists_timed += HZ_SHARED_GET(heap->stash.timed);

@@ -1,11 +1,19 @@
-/* heap_drain: the inbox taken home. Other threads' lists of blocks freed
- * to the heap's pages: each header's blocks onto their page in one step,
- * reading only the headers; a block of a page the heap lent after it was
- * sent goes on to the class heap. */
+/* heap_drain: the inbox taken home, a thread's heap's or a class heap's.
+ * Other threads' lists of blocks freed to the heap's pages: each header's
+ * blocks onto their page in one step, reading only the headers; a block
+ * of a page a thread's heap lent after it was sent goes on to the class
+ * heap. */
 #include "heap_parts.h"
 static void drain_report(const hz_block_t *header) {
   hz_check_report(HZ_CHECK_CORRUPT_LIST, header,
                   "a block sent back by another thread");
+}
+
+/* The drain's heap lent `page`, of a class heap now (owner). */
+static bool drain_lent(const hz_heap_t *lender, const hz_page_t *page,
+                       const hz_pages_t *owner) {
+  return lender != NULL && hz_pages_of_class_heap(owner) && page->lent &&
+         hz_segment_set_of_page(page) == &lender->pages.segments;
 }
 
 /* The page of a block named by a list, which must be a block of one of
@@ -14,15 +22,15 @@ static void drain_report(const hz_block_t *header) {
  * set): otherwise (NULL) a freed block was overwritten, and what it names
  * (an attacker's address, or a block still live) must not be handed
  * out. */
-static hz_page_t *drain_page_of(const hz_heap_t *heap, const hz_block_t *block,
-                                bool *lent) {
+static hz_page_t *drain_page_of(const hz_pages_t *pages,
+                                const hz_heap_t *lender,
+                                const hz_block_t *block, bool *lent) {
   hz_segment_t *seg = hz_segment_of(block);
   if (seg == NULL || seg->kind == HZ_SEGMENT_LARGE) return NULL;
   hz_page_t *page = hz_segment_page_of(seg, block);
-  hz_heap_t *owner = hz_page_heap(page);
-  *lent = owner != heap && hz_heap_is_shared(owner) && page->lent &&
-          hz_segment_set_of_page(page) == &heap->segments;
-  if ((owner != heap && !*lent) ||
+  hz_pages_t *owner = hz_page_owner(page);
+  *lent = owner != pages && drain_lent(lender, page, owner);
+  if ((owner != pages && !*lent) ||
       !hz_page_is_block(page, block, *lent ? page->reserved : page->capacity))
     return NULL;
   return page;
@@ -31,9 +39,11 @@ static hz_page_t *drain_page_of(const hz_heap_t *heap, const hz_block_t *block,
 /* One drain: the page it applies blocks to, kept in registers (lists
  * often run along one page), and the blocks applied to it not yet
  * counted off its `used`. A page the heap lent after the blocks were sent
- * (`lent`): they go on to its class heap instead. */
+ * (`lent`, a thread's heap's drain: `lender`): they go on to its class
+ * heap instead, through its stash. */
 typedef struct {
-  hz_heap_t *heap;
+  hz_pages_t *pages;
+  hz_heap_t *lender;
   hz_page_t *page;
   uintptr_t start;
   uintptr_t area; /* 0: no page yet */
@@ -46,7 +56,7 @@ typedef struct {
  * leave the full queue, or empty and go. */
 static void drain_settle(drain_t *d) {
   if (d->page != NULL && !d->lent)
-    hz_heap_page_returned(d->heap, d->page, d->back);
+    hz_pages_returned(d->pages, d->page, d->back);
   d->page = NULL;
   d->area = 0;
   d->back = 0;
@@ -55,7 +65,7 @@ static void drain_settle(drain_t *d) {
 /* The drain moves to the page of `block`; false when it is none of ours. */
 static HZ_NOINLINE bool drain_move(drain_t *d, const hz_block_t *block) {
   drain_settle(d);
-  hz_page_t *page = drain_page_of(d->heap, block, &d->lent);
+  hz_page_t *page = drain_page_of(d->pages, d->lender, block, &d->lent);
   if (page == NULL) return false;
   d->page = page;
   d->start = (uintptr_t)hz_page_start(page);
@@ -85,7 +95,7 @@ static HZ_NOINLINE drain_result_t drain_forward(drain_t *d,
     return DRAIN_SPOILT;
   for (const uint8_t *b = (const uint8_t *)first; b <= (const uint8_t *)last;
        b += page->block_size) {
-    hz_heap_send_home(d->heap, page, (hz_block_t *)(uintptr_t)b);
+    hz_heap_send_home(d->lender, page, (hz_block_t *)(uintptr_t)b);
     d->blocks++;
   }
   return DRAIN_APPLIED;
@@ -179,15 +189,19 @@ static hz_block_t *drain_header(drain_t *d, hz_block_t *header) {
  * the headers. The blocks stay where they are until a refill hands them
  * out, lowest address first. A spoilt link or name is reported and ends
  * the list: the blocks after it are lost. */
-void hz_heap_drain_inbox(hz_heap_t *heap) {
-  hz_block_t *header = hz_remote_take_all(&heap->inbox);
+static void drain_inbox(hz_pages_t *pages, hz_heap_t *lender) {
+  hz_block_t *header = hz_remote_take_all(&pages->inbox);
   if (header == NULL) return;
-  HZ_SHARED_ADD(heap->stats.inbox_drains, 1);
-  drain_t d = {.heap = heap};
+  HZ_SHARED_ADD(pages->stats.inbox_drains, 1);
+  drain_t d = {.pages = pages, .lender = lender};
   uint64_t headers = 0;
   for (; header != NULL; headers++)
     header = drain_header(&d, header);
   drain_settle(&d);
-  HZ_SHARED_ADD(heap->stats.drained_blocks, d.blocks);
-  HZ_SHARED_ADD(heap->stats.drained_headers, headers);
+  HZ_SHARED_ADD(pages->stats.drained_blocks, d.blocks);
+  HZ_SHARED_ADD(pages->stats.drained_headers, headers);
 }
+
+void hz_heap_drain_inbox(hz_heap_t *heap) { drain_inbox(&heap->pages, heap); }
+
+void hz_pages_drain_inbox(hz_pages_t *pages) { drain_inbox(pages, NULL); }

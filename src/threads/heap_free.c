@@ -25,7 +25,7 @@ static hz_block_t *heap_block_to_free(const hz_page_t *page, void *p,
 /* The stash published `lists` lists: the thread's counts go out with them. */
 HZ_INLINE void heap_published(hz_heap_t *heap, uint8_t cls, unsigned lists) {
   if (lists == 0) return;
-  HZ_SHARED_ADD(heap->stats.batches_published, lists);
+  HZ_SHARED_ADD(heap->pages.stats.batches_published, lists);
   hz_heap_publish_counts(heap, cls, false);
 }
 
@@ -36,7 +36,8 @@ static HZ_NOINLINE void heap_stash_open(hz_heap_t *heap, hz_page_t *page,
   uint8_t cls = page->class_id;
   heap_published(heap, cls,
                  hz_remote_stash_open(&heap->stash, index,
-                                      &hz_page_heap(page)->inbox, block, page));
+                                      &hz_page_owner(page)->inbox, block,
+                                      page));
   hz_heap_leave_stash(heap);
 }
 
@@ -57,8 +58,8 @@ static HZ_NOINLINE void heap_stash_full(hz_heap_t *heap, uint8_t cls,
 HZ_INLINE void heap_stash_entered(hz_heap_t *heap, hz_page_t *page,
                                   hz_block_t *block) {
   uint8_t cls = page->class_id;
-  hz_heap_t *owner = hz_page_heap(page);
-  hz_heap_count_remote(heap, cls, hz_heap_is_shared(owner), 1);
+  hz_pages_t *owner = hz_page_owner(page);
+  hz_heap_count_remote(heap, cls, hz_pages_of_class_heap(owner), 1);
   hz_stash_t *stash = &heap->stash;
   unsigned index = hz_remote_slot_index(&owner->inbox);
   if (HZ_UNLIKELY(stash->slots[index].dest != &owner->inbox)) {
@@ -67,7 +68,7 @@ HZ_INLINE void heap_stash_entered(hz_heap_t *heap, hz_page_t *page,
   }
   unsigned done = hz_remote_stash_into(stash, index, block, page);
   if (HZ_UNLIKELY(done & HZ_REMOTE_RUN_GREW)) /* its frees count per run */
-    hz_heap_note_run(heap, cls, hz_heap_is_shared(owner));
+    hz_heap_note_run(heap, cls, hz_pages_of_class_heap(owner));
   if (HZ_UNLIKELY(done & HZ_REMOTE_FULL)) {
     heap_stash_full(heap, cls, index);
     return;
@@ -120,7 +121,7 @@ static void heap_free_large(hz_segment_t *seg, void *p, bool inside) {
  * (another thread cannot; the owner's next free on the page does). */
 static void heap_forget_sampled(hz_heap_t *heap, hz_page_t *page,
                                 const hz_block_t *block) {
-  if (!hz_prof_forget(block, page) && hz_page_heap(page) == heap)
+  if (!hz_prof_forget(block, page) && hz_page_owner(page) == &heap->pages)
     hz_page_set_flag(page, HZ_PAGE_SAMPLED, false);
 }
 
@@ -156,12 +157,12 @@ HZ_INLINE bool heap_free_on_purged_page(const hz_page_t *page,
 hz_block_t *hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg,
                                  hz_page_t *page, void *p) {
   if (heap_free_unsampled(heap, page, p)) return NULL;
-  hz_heap_t *owner = hz_page_heap(page);
+  hz_pages_t *owner = hz_page_owner(page);
   if (owner == NULL) {
     heap_free_large(seg, p, false);
     return NULL;
   }
-  hz_block_t *block = heap_block_to_free(page, p, owner == heap);
+  hz_block_t *block = heap_block_to_free(page, p, owner == &heap->pages);
   if (block == NULL) return NULL;
   if (HZ_UNLIKELY(hz_heap_page_is_retired(page)) ||
       heap_free_on_purged_page(page, block)) {
@@ -178,7 +179,7 @@ hz_block_t *hz_heap_free_generic(hz_heap_t *heap, hz_segment_t *seg,
 }
 
 void hz_heap_free_block(hz_heap_t *heap, hz_page_t *page, hz_block_t *block) {
-  if (hz_page_heap(page) != heap) {
+  if (hz_page_owner(page) != &heap->pages) {
     heap_free_remote(heap, page, block);
     return;
   }
@@ -204,7 +205,7 @@ void hz_heap_free_remote_plain(hz_heap_t *heap, hz_page_t *page, void *p) {
 
 void hz_heap_free_purged(hz_heap_t *heap, hz_segment_t *seg, hz_page_t *page,
                          void *p) {
-  bool own = hz_page_heap(page) == heap;
+  bool own = hz_page_owner(page) == &heap->pages;
   uint32_t index = hz_page_index(page, p);
   if (HZ_UNLIKELY(index >= (own ? page->capacity : page->reserved))) {
     hz_heap_free_generic(heap, seg, page, p); /* reports it */
@@ -265,11 +266,11 @@ HZ_HOT(4) void hz_heap_free_next(hz_heap_t *heap, hz_page_t *page, void *p) {
 void hz_heap_free_orphan(hz_page_t *page, hz_block_t *block) {
   uint8_t cls = page->class_id; /* the page may go once the block is home */
   hz_stats_count_orphan_free(
-      cls, hz_remote_push_one(&hz_page_heap(page)->inbox, block));
+      cls, hz_remote_push_one(&hz_page_owner(page)->inbox, block));
 }
 
 void hz_heap_free_inside(hz_segment_t *seg, hz_page_t *page, void *p) {
-  if (hz_page_heap(page) == NULL) {
+  if (hz_page_owner(page) == NULL) {
     heap_free_large(seg, p, true);
     return;
   }

@@ -33,52 +33,52 @@
  * R90/T16 from 4.5M to 2.8M ops/s.) */
 HZ_NOINLINE void hz_heap_turn_shared(hz_heap_t *heap, uint8_t cls) {
   heap->lend_full[cls] = true;
-  heap->refills_shared[cls] = true;
-  hz_page_t *first = heap->queues[cls].first;
+  heap->pages.keeps_none[cls] = true;
+  hz_page_t *first = heap->pages.queues[cls].first;
   if (first != NULL) first->for_probes = false; /* a probe's, turns ago */
 }
 
-/* `page`, out of the heap's queues, goes to the class heap `shared`, lent
- * (Lent pages): its owner word changes in one store, flags and all. */
-static void page_lend(hz_heap_t *heap, hz_heap_t *shared, hz_page_t *page) {
+/* `page`, out of the heap's queues, goes to the class heap's pages `to`,
+ * lent (Lent pages): its owner word changes in one store, flags and all. */
+static void page_lend(hz_heap_t *heap, hz_pages_t *to, hz_page_t *page) {
   page->lent = 1;
   atomic_fetch_add_explicit(&heap->lent, 1, memory_order_relaxed);
-  hz_page_move(page, shared);
+  hz_page_move(page, to);
 }
 
 /* A page of the heap's with blocks in use, out of its queues, lent: onto
  * the class heap's full queue (`full`), or right behind the page its
- * refills take from, where the next choice looks (hz_heap_unfull). */
-static void page_lend_busy(hz_heap_t *heap, hz_heap_t *shared, hz_page_t *page,
+ * refills take from, where the next choice looks (hz_pages_unfull). */
+static void page_lend_busy(hz_heap_t *heap, hz_pages_t *to, hz_page_t *page,
                            bool full) {
-  heap->busy_bytes -= hz_page_area(page);
-  shared->busy_bytes += hz_page_area(page);
-  page_lend(heap, shared, page);
+  heap->pages.busy_bytes -= hz_page_area(page);
+  to->busy_bytes += hz_page_area(page);
+  page_lend(heap, to, page);
   if (full)
-    hz_queue_push_back(&shared->full, page);
+    hz_queue_push_back(&to->full, page);
   else
-    hz_queue_push_second(&shared->queues[page->class_id], page);
+    hz_queue_push_second(&to->queues[page->class_id], page);
 }
 
 /* An empty page of the heap's, out of its queues, lent: an empty page the
  * class heap keeps. */
-static void page_lend_empty(hz_heap_t *heap, hz_heap_t *shared,
-                            hz_page_t *page) {
-  hz_heap_unempty(heap, page);
-  page_lend(heap, shared, page);
-  hz_queue_push_back(&shared->queues[page->class_id], page);
-  hz_heap_keep_emptied(shared, page);
+static void page_lend_empty(hz_heap_t *heap, hz_pages_t *to, hz_page_t *page) {
+  hz_pages_unempty(&heap->pages, page);
+  page_lend(heap, to, page);
+  hz_queue_push_back(&to->queues[page->class_id], page);
+  hz_pages_keep_emptied(to, page);
 }
 
 /* The pages of `cls` on the heap's full queue, lent (once a turn: pages
  * that fill later come back through the class queue). */
-static void heap_lend_full(hz_heap_t *heap, hz_heap_t *shared, uint8_t cls) {
+static void heap_lend_full(hz_heap_t *heap, hz_pages_t *to, uint8_t cls) {
   heap->lend_full[cls] = false;
-  for (hz_page_t *page = heap->full.first, *next; page != NULL; page = next) {
+  hz_page_queue_t *full = &heap->pages.full;
+  for (hz_page_t *page = full->first, *next; page != NULL; page = next) {
     next = page->next;
     if (page->class_id != cls) continue;
-    hz_queue_remove(&heap->full, page);
-    page_lend_busy(heap, shared, page, true);
+    hz_queue_remove(full, page);
+    page_lend_busy(heap, to, page, true);
   }
 }
 
@@ -86,24 +86,24 @@ static void heap_lend_full(hz_heap_t *heap, hz_heap_t *shared, uint8_t cls) {
  * heap's pages of the class go to the class heap, lent, free blocks,
  * blocks in use and all (Lent pages); but for the one the probes take
  * from while the class takes probes (`probed`). */
-void hz_heap_lend_pages(hz_heap_t *heap, hz_heap_t *shared, uint8_t cls,
+void hz_heap_lend_pages(hz_heap_t *heap, hz_pages_t *to, uint8_t cls,
                         bool probed) {
-  if (heap->lend_full[cls]) heap_lend_full(heap, shared, cls);
-  hz_page_queue_t *q = &heap->queues[cls];
+  if (heap->lend_full[cls]) heap_lend_full(heap, to, cls);
+  hz_page_queue_t *q = &heap->pages.queues[cls];
   bool keep_first = probed && q->first != NULL && q->first->for_probes;
   hz_page_t *page;
   while ((page = keep_first ? q->first->next : q->first) != NULL) {
     hz_queue_remove(q, page);
     if (page->emptied)
-      page_lend_empty(heap, shared, page);
+      page_lend_empty(heap, to, page);
     else
-      page_lend_busy(heap, shared, page, false);
+      page_lend_busy(heap, to, page, false);
   }
 }
 
 /* The page the refill of a class's sample took from (its queue's first)
  * stays with the heap while the class refills from the shared pages. */
 HZ_NOINLINE void hz_heap_keep_for_probes(hz_heap_t *heap, uint8_t cls) {
-  if (heap->queues[cls].first != NULL)
-    heap->queues[cls].first->for_probes = true;
+  hz_page_t *first = heap->pages.queues[cls].first;
+  if (first != NULL) first->for_probes = true;
 }

@@ -41,9 +41,13 @@ void hz_heap_reentered(hz_heap_t *heap) __attribute__((cold));
 
 /* The owner (or whoever holds a class heap) did a slow path: a collector
  * that sees the count move knows the heap is not idle. */
+HZ_INLINE void hz_pages_note_active(hz_pages_t *pages) {
+  uint32_t n = atomic_load_explicit(&pages->activity, memory_order_relaxed);
+  atomic_store_explicit(&pages->activity, n + 1, memory_order_relaxed);
+}
+
 HZ_INLINE void hz_heap_note_active(hz_heap_t *heap) {
-  uint32_t n = atomic_load_explicit(&heap->activity, memory_order_relaxed);
-  atomic_store_explicit(&heap->activity, n + 1, memory_order_relaxed);
+  hz_pages_note_active(&heap->pages);
 }
 
 /* The thread's own heap (the one its fast paths use) goes out of their

@@ -24,20 +24,20 @@ static hz_page_kind_t page_kind(const hz_page_t *page) {
 
 /* The page is the one the probes of its class take from (route.h): the
  * first of its class queue, and the last refill from it was a probe's. */
-static bool page_for_probes(const hz_heap_t *heap, const hz_page_t *page) {
-  return page->for_probes && page == heap->queues[page->class_id].first;
+static bool page_for_probes(const hz_pages_t *pages, const hz_page_t *page) {
+  return page->for_probes && page == pages->queues[page->class_id].first;
 }
 
-/* The heap's bins of the page's class refill from the shared pages
- * (central box): its own pages of the class only empty now, and it keeps
- * none, but for the one its probes take from. */
-static bool page_only_empties(const hz_heap_t *heap, const hz_page_t *page) {
-  return heap->refills_shared[page->class_id] && !page_for_probes(heap, page);
+/* The pages of the page's class only empty now, and none is kept, but
+ * for the one the probes take from (keeps_none). */
+static bool page_only_empties(const hz_pages_t *pages, const hz_page_t *page) {
+  return pages->keeps_none[page->class_id] && !page_for_probes(pages, page);
 }
 
 /* Lent pages coming back. */
 static hz_heap_t *heap_of_set(hz_segment_set_t *set) {
-  return (hz_heap_t *)(void *)((char *)set - offsetof(hz_heap_t, segments));
+  return (hz_heap_t *)(void *)((char *)set -
+                               offsetof(hz_heap_t, pages.segments));
 }
 
 /* A lent page (heap_lend.c) with no live block onto its lender's `returned`:
@@ -67,7 +67,7 @@ void hz_heap_give_returned(hz_heap_t *heap) {
 
 /* `page` (no live block) back to its segment, its memory at once or a
  * purge delay later; a lent one to its lender. */
-static void heap_page_give(hz_page_t *page, bool at_once) {
+static void page_give(hz_page_t *page, bool at_once) {
   if (page->lent)
     lent_page_return(page);
   else if (at_once)
@@ -79,112 +79,110 @@ static void heap_page_give(hz_page_t *page, bool at_once) {
 /* Keep an empty page for reuse, or give it back to its segment. A spare
  * page is flagged retired: the free fast path leaves it to the generic
  * path, which reports any free to it (all its blocks are free already). */
-static void heap_spare_push(hz_heap_t *heap, hz_page_t *page) {
+static void pages_spare_push(hz_pages_t *pages, hz_page_t *page) {
   hz_page_kind_t kind = page_kind(page);
-  if (page_only_empties(heap, page) || heap->gone) {
-    heap_page_give(page, true);
+  if (page_only_empties(pages, page) || pages->gone) {
+    page_give(page, true);
     return;
   }
-  if (heap->spare_count[kind] >= spare_max[kind]) {
-    heap_page_give(page, false);
+  if (pages->spare_count[kind] >= spare_max[kind]) {
+    page_give(page, false);
     return;
   }
   hz_page_set_flag(page, HZ_PAGE_RETIRED, true);
   page->prev = NULL;
-  page->next = heap->spare[kind];
-  heap->spare[kind] = page;
-  heap->spare_count[kind]++;
-  HZ_SHARED_ADD(heap->kept_bytes, hz_page_area(page));
+  page->next = pages->spare[kind];
+  pages->spare[kind] = page;
+  pages->spare_count[kind]++;
+  HZ_SHARED_ADD(pages->kept_bytes, hz_page_area(page));
 }
 
 /* A spare page of `kind`, preferring one already cut for `cls`. */
-static hz_page_t *heap_spare_take(hz_heap_t *heap, hz_page_kind_t kind,
-                                  uint8_t cls) {
-  hz_page_t **link = &heap->spare[kind];
+static hz_page_t *pages_spare_take(hz_pages_t *pages, hz_page_kind_t kind,
+                                   uint8_t cls) {
+  hz_page_t **link = &pages->spare[kind];
   if (*link == NULL) return NULL;
   while (*link != NULL && (*link)->class_id != cls)
     link = &(*link)->next;
-  if (*link == NULL) link = &heap->spare[kind];
+  if (*link == NULL) link = &pages->spare[kind];
   hz_page_t *page = *link;
   *link = page->next;
   page->next = NULL;
-  heap->spare_count[kind]--;
-  HZ_SHARED_SET(heap->kept_bytes, heap->kept_bytes - hz_page_area(page));
+  pages->spare_count[kind]--;
+  HZ_SHARED_SET(pages->kept_bytes, pages->kept_bytes - hz_page_area(page));
   hz_page_set_flag(page, HZ_PAGE_RETIRED, false);
   return page;
 }
 
 /* Every spare page back to its segment; false when there was none. */
-static bool heap_spares_free(hz_heap_t *heap) {
+static bool pages_spares_free(hz_pages_t *pages) {
   bool any = false;
   for (int kind = 0; kind < HZ_HEAP_SPARE_KINDS; kind++) {
-    while (heap->spare[kind] != NULL) {
-      hz_page_t *page = heap->spare[kind];
-      heap->spare[kind] = page->next;
-      HZ_SHARED_SET(heap->kept_bytes, heap->kept_bytes - hz_page_area(page));
-      heap_page_give(page, false);
+    while (pages->spare[kind] != NULL) {
+      hz_page_t *page = pages->spare[kind];
+      pages->spare[kind] = page->next;
+      HZ_SHARED_SET(pages->kept_bytes, pages->kept_bytes - hz_page_area(page));
+      page_give(page, false);
       any = true;
     }
-    heap->spare_count[kind] = 0;
+    pages->spare_count[kind] = 0;
   }
   return any;
 }
 
-void hz_heap_spare_release(hz_heap_t *heap) {
-  heap_spares_free(heap);
-  hz_segment_set_trim(heap->cuts_from);
+void hz_pages_spare_release(hz_pages_t *pages) {
+  pages_spares_free(pages);
+  hz_segment_set_trim(pages->cuts_from);
 }
 
 /* ---------------------------------------------------------------------------
  * Freeing
  * ------------------------------------------------------------------------- */
 /* An empty page kept in its class queue takes blocks again, or goes. */
-void hz_heap_unempty(hz_heap_t *heap, hz_page_t *page) {
+void hz_pages_unempty(hz_pages_t *pages, hz_page_t *page) {
   page->emptied = 0;
   hz_page_set_flag(page, HZ_PAGE_RETIRED, false);
-  heap->empty_bytes -= hz_page_area(page);
-  HZ_SHARED_SET(heap->kept_bytes, heap->kept_bytes - hz_page_area(page));
+  pages->empty_bytes -= hz_page_area(page);
+  HZ_SHARED_SET(pages->kept_bytes, pages->kept_bytes - hz_page_area(page));
 }
 
-void hz_heap_retire_page(hz_heap_t *heap, hz_page_t *page) {
-  if (page->emptied) hz_heap_unempty(heap, page);
-  hz_queue_remove(page->in_full ? &heap->full : &heap->queues[page->class_id],
+void hz_pages_retire(hz_pages_t *pages, hz_page_t *page) {
+  if (page->emptied) hz_pages_unempty(pages, page);
+  hz_queue_remove(page->in_full ? &pages->full : &pages->queues[page->class_id],
                   page);
-  HZ_SHARED_ADD(heap->stats.pages_retired, 1);
-  heap_spare_push(heap, page);
+  HZ_SHARED_ADD(pages->stats.pages_retired, 1);
+  pages_spare_push(pages, page);
 }
 
 /* The most bytes of empty pages the heap keeps now: a share of its pages
  * in use, so a heap that churns many pages keeps enough of them to take
  * back, and one whose memory goes (a phase ends, a burst is freed) gives
  * it back as it goes. */
-static size_t heap_empty_budget(const hz_heap_t *heap) {
-  size_t share = HZ_SHARED_GET(heap->state) == HZ_HEAP_SHARED
-                     ? heap->busy_bytes / HZ_HEAP_SHARED_EMPTY_DIVISOR
-                     : heap->busy_bytes * HZ_HEAP_EMPTY_RATIO;
+static size_t pages_empty_budget(const hz_pages_t *pages) {
+  size_t share = pages->busy_bytes / 4 * pages->empty_quarters;
   return share > HZ_HEAP_EMPTY_BYTES ? share : HZ_HEAP_EMPTY_BYTES;
 }
 
 /* Retire kept empty pages, the emptiest of a class at a time (each class
  * queue ends with its kept pages), until at most `budget` bytes are kept. */
-static void heap_trim_empty(hz_heap_t *heap, size_t budget) {
-  for (int c = 1; c < HZ_CLASS_COUNT && heap->empty_bytes > budget; c++) {
-    hz_page_queue_t *q = &heap->queues[c];
-    while (heap->empty_bytes > budget && q->last != NULL &&
+static void pages_trim_empty(hz_pages_t *pages, size_t budget) {
+  for (int c = 1; c < HZ_CLASS_COUNT && pages->empty_bytes > budget; c++) {
+    hz_page_queue_t *q = &pages->queues[c];
+    while (pages->empty_bytes > budget && q->last != NULL &&
            q->last != q->first && q->last->emptied)
-      hz_heap_retire_page(heap, q->last);
+      hz_pages_retire(pages, q->last);
   }
 }
 
 /* `page`, empty, in its class queue: kept, the emptiest, last in line. */
-void hz_heap_keep_emptied(hz_heap_t *heap, hz_page_t *page) {
-  hz_page_queue_t *q = &heap->queues[page->class_id];
+void hz_pages_keep_emptied(hz_pages_t *pages, hz_page_t *page) {
+  hz_page_queue_t *q = &pages->queues[page->class_id];
   size_t area = hz_page_area(page);
   page->emptied = 1;
   page->emptied_at =
-      atomic_load_explicit(&heap->activity, memory_order_relaxed);
-  heap->empty_bytes += area;
-  HZ_SHARED_ADD(heap->kept_bytes, area);
+      atomic_load_explicit(&pages->activity, memory_order_relaxed);
+  pages->empty_bytes += area;
+  HZ_SHARED_ADD(pages->kept_bytes, area);
   hz_page_set_flag(page, HZ_PAGE_RETIRED, true); /* a free to it: reported */
   if (q->first != page && q->last != page) {
     hz_queue_remove(q, page);
@@ -194,8 +192,8 @@ void hz_heap_keep_emptied(hz_heap_t *heap, hz_page_t *page) {
 
 /* A page whose blocks all came back stays in its class queue, last in line
  * (the refills take it before they cut a fresh page), until it has been
- * empty for HZ_HEAP_EMPTY_AGE of the heap's slow paths (heap_age_empty),
- * while the heap keeps no more such pages than heap_empty_budget; a
+ * empty for HZ_HEAP_EMPTY_AGE of the heap's slow paths (pages_age_empty,
+ * heap.c), while the heap keeps no more such pages than pages_empty_budget; a
  * collection takes them all. Retired at once, pages churned: a producer
  * whose consumers send whole batches home empties the pages it filled
  * together (batch_queue 2x2-8-2048: 21,000 pages cut, 3,000 with 4 MiB
@@ -209,60 +207,60 @@ void hz_heap_keep_emptied(hz_heap_t *heap, hz_page_t *page) {
  * regardless. A kept page is flagged retired like a spare one: no block
  * of it is live, so the free fast path leaves any free to it to the
  * generic path, which reports a double free. */
-void hz_heap_page_emptied(hz_heap_t *heap, hz_page_t *page) {
-  hz_page_queue_t *q = &heap->queues[page->class_id];
+void hz_pages_emptied(hz_pages_t *pages, hz_page_t *page) {
+  hz_page_queue_t *q = &pages->queues[page->class_id];
   size_t area = hz_page_area(page);
-  heap->busy_bytes -= area;
-  size_t budget = heap_empty_budget(heap);
-  if (q->first != page && heap->empty_bytes + area > budget) {
-    hz_heap_retire_page(heap, page);
-    heap_trim_empty(heap, budget);
+  pages->busy_bytes -= area;
+  size_t budget = pages_empty_budget(pages);
+  if (q->first != page && pages->empty_bytes + area > budget) {
+    hz_pages_retire(pages, page);
+    pages_trim_empty(pages, budget);
     return;
   }
-  hz_heap_keep_emptied(heap, page);
+  hz_pages_keep_emptied(pages, page);
 }
 
 /* A page leaves the full queue with a few blocks back: among the fullest
  * of its class, so it goes right behind the page refills take from, where
  * the next choice looks first. */
-void hz_heap_unfull(hz_heap_t *heap, hz_page_t *page) {
-  hz_queue_remove(&heap->full, page);
+void hz_pages_unfull(hz_pages_t *pages, hz_page_t *page) {
+  hz_queue_remove(&pages->full, page);
   page->in_full = 0;
-  hz_queue_push_second(&heap->queues[page->class_id], page);
+  hz_queue_push_second(&pages->queues[page->class_id], page);
 }
 
 /* New pages. */
 /* Give every kept empty page and spare page back to the heap's segments;
  * false when there were none. */
-static bool heap_release_kept(hz_heap_t *heap) {
-  bool any = heap->empty_bytes != 0;
-  heap_trim_empty(heap, 0);
-  return heap_spares_free(heap) || any;
+static bool pages_release_kept(hz_pages_t *pages) {
+  bool any = pages->empty_bytes != 0;
+  pages_trim_empty(pages, 0);
+  return pages_spares_free(pages) || any;
 }
 
 /* A fresh page from the heap's segments. Before they grow by a segment,
  * the empty pages the heap keeps go back to them: memory freed in pages of
  * one size serves pages of another before more is mapped. */
-static hz_page_t *heap_cut_page(hz_heap_t *heap, hz_page_kind_t kind) {
-  hz_page_t *page = hz_segment_page_cut(heap->cuts_from, kind);
-  if (page == NULL && heap_release_kept(heap))
-    page = hz_segment_page_cut(heap->cuts_from, kind);
-  return page != NULL ? page : hz_segment_page_alloc(heap->cuts_from, kind);
+static hz_page_t *pages_cut(hz_pages_t *pages, hz_page_kind_t kind) {
+  hz_page_t *page = hz_segment_page_cut(pages->cuts_from, kind);
+  if (page == NULL && pages_release_kept(pages))
+    page = hz_segment_page_cut(pages->cuts_from, kind);
+  return page != NULL ? page : hz_segment_page_alloc(pages->cuts_from, kind);
 }
 
 /* A page for class `cls` with room: a spare page (one of the class keeps
  * its bitmap: every block free), or a fresh one from the segments. */
-hz_page_t *hz_heap_new_page(hz_heap_t *heap, uint8_t cls) {
+hz_page_t *hz_pages_new_page(hz_pages_t *pages, uint8_t cls) {
   hz_page_kind_t kind = hz_segment_kind_for(hz_sizeclass_block_size(cls));
-  hz_page_t *page = heap_spare_take(heap, kind, cls);
+  hz_page_t *page = pages_spare_take(pages, kind, cls);
   if (page != NULL && page->class_id == cls) return page;
   if (page == NULL) {
-    page = heap_cut_page(heap, kind);
+    page = pages_cut(pages, kind);
     if (page == NULL) return NULL;
-    HZ_SHARED_ADD(heap->stats.pages_acquired, 1);
-    if (hz_heap_has_incoming(heap))
-      HZ_SHARED_ADD(heap->stats.pages_fresh_pending, 1);
+    HZ_SHARED_ADD(pages->stats.pages_acquired, 1);
+    if (hz_remote_pending(&pages->inbox))
+      HZ_SHARED_ADD(pages->stats.pages_fresh_pending, 1);
   }
-  hz_page_init(page, heap, cls);
+  hz_page_init(page, pages, cls);
   return page;
 }

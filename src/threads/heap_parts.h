@@ -66,22 +66,24 @@ static inline void hz_queue_push_second(hz_page_queue_t *q, hz_page_t *page) {
   if (first != NULL) hz_queue_push_front(q, first);
 }
 
-/* heap_pages.c */
+/* heap_pages.c: a heap's pages (hz_pages_t), a thread's heap's or a
+ * class heap's alike. */
 /* A kept empty page takes blocks again (or goes): no longer counted as
  * kept, no longer flagged retired. */
-void hz_heap_unempty(hz_heap_t *heap, hz_page_t *page);
+void hz_pages_unempty(hz_pages_t *pages, hz_page_t *page);
 /* An empty page leaves its queue for the spares (or its segment). */
-void hz_heap_retire_page(hz_heap_t *heap, hz_page_t *page);
+void hz_pages_retire(hz_pages_t *pages, hz_page_t *page);
 /* `page`, empty, in its class queue: kept, last in line. */
-void hz_heap_keep_emptied(hz_heap_t *heap, hz_page_t *page);
+void hz_pages_keep_emptied(hz_pages_t *pages, hz_page_t *page);
 /* The last block of `page` came back: kept empty, or retired. */
-void hz_heap_page_emptied(hz_heap_t *heap, hz_page_t *page);
+void hz_pages_emptied(hz_pages_t *pages, hz_page_t *page);
 /* A page leaves the full queue, behind the one refills take from. */
-void hz_heap_unfull(hz_heap_t *heap, hz_page_t *page);
+void hz_pages_unfull(hz_pages_t *pages, hz_page_t *page);
 /* A page of class `cls` with every block free: a spare, or cut fresh;
  * NULL when out of memory. */
-hz_page_t *hz_heap_new_page(hz_heap_t *heap, uint8_t cls);
-void hz_heap_spare_release(hz_heap_t *heap);
+hz_page_t *hz_pages_new_page(hz_pages_t *pages, uint8_t cls);
+/* The spare pages back to their segments, and the segments trimmed. */
+void hz_pages_spare_release(hz_pages_t *pages);
 /* The lent pages (heap_lend.c) given back to the heap into their
  * segments: by its owner in a slow path, or a collector holding it; the
  * test inline on every malloc slow path. */
@@ -93,21 +95,22 @@ HZ_INLINE void hz_heap_take_returned(hz_heap_t *heap) {
 
 /* `n` blocks of the page came back (their bits set): the page leaves the
  * full queue, and once all its blocks are free it is kept empty or goes
- * (hz_heap_page_emptied). */
-HZ_INLINE void hz_heap_page_returned(hz_heap_t *heap, hz_page_t *page,
-                                     uint32_t n) {
+ * (hz_pages_emptied). */
+HZ_INLINE void hz_pages_returned(hz_pages_t *pages, hz_page_t *page,
+                                 uint32_t n) {
   if (n == 0) return;
   HZ_SHARED_SET(page->tally->used, (uint16_t)(page->tally->used - n));
-  if (page->in_full) hz_heap_unfull(heap, page);
+  if (page->in_full) hz_pages_unfull(pages, page);
   hz_page_check(page);
-  if (page->tally->used == 0) hz_heap_page_emptied(heap, page);
+  if (page->tally->used == 0) hz_pages_emptied(pages, page);
 }
 
 /* heap_lend.c */
 /* The heap's bin of `cls` refills from the shared pages from now on. */
 void hz_heap_turn_shared(hz_heap_t *heap, uint8_t cls);
-/* Under the class's lock: the heap's pages of `cls` lent to `shared`. */
-void hz_heap_lend_pages(hz_heap_t *heap, hz_heap_t *shared, uint8_t cls,
+/* Under the class's lock: the heap's pages of `cls` lent to the class
+ * heap whose pages are `to`. */
+void hz_heap_lend_pages(hz_heap_t *heap, hz_pages_t *to, uint8_t cls,
                         bool probed);
 /* The page a probe's refill took from stays with the heap. */
 void hz_heap_keep_for_probes(hz_heap_t *heap, uint8_t cls);
@@ -134,7 +137,10 @@ HZ_INLINE void hz_heap_flush_stash(hz_heap_t *heap) {
 }
 
 /* heap_drain.c */
-/* Take the inbox home, each header's blocks onto their page. */
+/* Take the inbox home, each header's blocks onto their page: a thread's
+ * heap's (blocks of the pages it lent go on to their class heap), or a
+ * class heap's (under its class's lock). */
 void hz_heap_drain_inbox(hz_heap_t *heap);
+void hz_pages_drain_inbox(hz_pages_t *pages);
 
 #endif

@@ -15,10 +15,11 @@ HZ_NOINLINE void hz_heap_send_home(hz_heap_t *heap, hz_page_t *page,
   uint8_t cls = page->class_id; /* the page may go once the block is home */
   const hz_page_t *run_page = heap->stash.run_page;
   unsigned published =
-      hz_remote_stash(&heap->stash, &hz_page_heap(page)->inbox, block, page);
+      hz_remote_stash(&heap->stash, &hz_page_owner(page)->inbox, block, page);
   if (heap->stash.run_page != run_page) hz_heap_note_run(heap, cls, true);
-  if (published != 0) HZ_SHARED_ADD(heap->stats.batches_published, published);
-  HZ_SHARED_ADD(heap->stats.bin_blocks_sent, 1);
+  if (published != 0)
+    HZ_SHARED_ADD(heap->pages.stats.batches_published, published);
+  HZ_SHARED_ADD(heap->pages.stats.bin_blocks_sent, 1);
 }
 
 /* Put a block of ours (a block start) back on its page. `marked`: the
@@ -33,14 +34,14 @@ HZ_INLINE void page_put(hz_heap_t *heap, hz_page_t *page, hz_block_t *block,
     hz_heap_double_free(page, block);
     return;
   }
-  hz_heap_page_returned(heap, page, 1);
+  hz_pages_returned(&heap->pages, page, 1);
 }
 
 /* A block of a bin goes back: onto its page, or, a block of the shared
  * pages, home through the stash. */
 HZ_INLINE void bin_block_put(hz_heap_t *heap, hz_page_t *page,
                              hz_block_t *block, bool marked) {
-  if (HZ_UNLIKELY(hz_page_heap(page) != heap))
+  if (HZ_UNLIKELY(hz_page_owner(page) != &heap->pages))
     hz_heap_send_home(heap, page, block);
   else
     page_put(heap, page, block, marked);
@@ -67,11 +68,11 @@ static unsigned heap_put_blocks(hz_heap_t *heap, void *const *blocks, size_t n,
   for (size_t i = 0; i < n; i++) {
     hz_block_t *block = blocks[i];
     if ((uintptr_t)block - start >= area) {
-      if (page != NULL && ours) hz_heap_page_returned(heap, page, back);
+      if (page != NULL && ours) hz_pages_returned(&heap->pages, page, back);
       page = hz_segment_block_page(block);
       start = (uintptr_t)hz_page_start(page);
       area = hz_page_area(page);
-      ours = hz_page_heap(page) == heap;
+      ours = hz_page_owner(page) == &heap->pages;
       back = 0;
     }
     if (HZ_UNLIKELY(!ours)) {
@@ -86,7 +87,7 @@ static unsigned heap_put_blocks(hz_heap_t *heap, void *const *blocks, size_t n,
       hz_heap_double_free(page, block);
     }
   }
-  if (page != NULL && ours) hz_heap_page_returned(heap, page, back);
+  if (page != NULL && ours) hz_pages_returned(&heap->pages, page, back);
   return shared;
 }
 
@@ -134,10 +135,11 @@ void hz_heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always) {
   hz_heap_settle_run(heap);
   hz_bin_t *bin = &heap->bins[cls];
   hz_class_counts_t *counts = &heap->counts[cls];
-  HZ_SHARED_SET(counts->allocs, hz_bin_allocs(bin));
+  uint64_t allocs = hz_bin_allocs(bin); /* read before the stores below */
   uint64_t frees = hz_bin_frees(bin) + counts->remote_frees;
+  HZ_SHARED_SET(counts->allocs, allocs);
   HZ_SHARED_SET(counts->frees, frees);
-  int64_t net = (int64_t)(hz_bin_allocs(bin) - frees);
+  int64_t net = (int64_t)(allocs - frees);
   int64_t delta = net - counts->published;
   int64_t moved = delta < 0 ? -delta : delta;
   if (moved == 0) return; /* a thread's exit publishes every class */
@@ -146,7 +148,7 @@ void hz_heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always) {
        moved * (int64_t)hz_sizeclass_block_size(cls) < LIVE_PUBLISH_BYTES))
     return;
   counts->published = net;
-  HZ_SHARED_ADD(heap->stats.live_publishes, 1);
+  HZ_SHARED_ADD(heap->pages.stats.live_publishes, 1);
   hz_stats_add_live(cls, delta);
 }
 
@@ -189,5 +191,6 @@ void hz_heap_bad_free(const hz_page_t *page, const void *p) {
 }
 
 void hz_heap_publish_stash(hz_heap_t *heap) {
-  HZ_SHARED_ADD(heap->stats.batches_published, hz_remote_flush(&heap->stash));
+  HZ_SHARED_ADD(heap->pages.stats.batches_published,
+                hz_remote_flush(&heap->stash));
 }

@@ -314,7 +314,7 @@ HZ_INLINE bool hz_remote_stash_follows(hz_stash_t *stash, unsigned index,
   slot->run_last = block;
   stash->run_slot = index;
   stash->run_page = page;
-  stash->run_owner = (uintptr_t)hz_page_heap(page);
+  stash->run_owner = (uintptr_t)hz_page_owner(page);
   stash->run_weight = hz_remote_weight(size);
   stash->run_size = (uint32_t)size;
   stash->run_limit =

@@ -138,7 +138,7 @@ static void purge_drain_idle_caches(void) {
   uint64_t now_ms = hz_os_now_ms(), activity = 0;
   hz_thread_pool_take();
   for (hz_heap_t *h = hz_thread_heaps.first; h != NULL; h = h->next_all)
-    activity += atomic_load_explicit(&h->activity, memory_order_relaxed);
+    activity += atomic_load_explicit(&h->pages.activity, memory_order_relaxed);
   hz_thread_pool_give();
   if (activity != seen_activity) {
     seen_activity = activity;
@@ -415,11 +415,11 @@ void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap) {
   }
   hz_purge_tick();
   if (size > HZ_SMALL_MAX) return hz_thread_large_alloc(size, 0, false);
-  uint64_t pages = heap->stats.pages_acquired;
+  uint64_t pages = heap->pages.stats.pages_acquired;
   void *p = hz_central_shares(hz_sizeclass_of(size))
                 ? hz_central_malloc(heap, size)
                 : hz_heap_malloc_small(heap, size);
-  if (heap->stats.pages_acquired != pages) hz_thread_reclaim_pooled();
+  if (heap->pages.stats.pages_acquired != pages) hz_thread_reclaim_pooled();
   return HZ_LIKELY(p != NULL) ? p : thread_retry(heap, size, 0, false);
 }
 

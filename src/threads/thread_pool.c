@@ -116,7 +116,7 @@ hz_heap_t *hz_thread_heap_take(void) {
 
 void hz_thread_heap_pool_locked(hz_heap_t *heap) {
   HZ_SHARED_SET(heap->state, HZ_HEAP_POOLED);
-  heap->collect_clean = false; /* what its thread left is to collect */
+  heap->pages.collect_clean = false; /* what its thread left is to collect */
   pool_push_locked(heap);
 }
 
