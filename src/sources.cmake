@@ -10,9 +10,10 @@ set(HZ_CORE_FILES
   observe/stats.c observe/prof.c observe/prof_store.c observe/prof_write.c
   memory/page.c memory/arena.c memory/segment_map.c memory/segment.c
   memory/large.c memory/purge.c memory/guard.c
-  threads/remote.c threads/heap_owner.c threads/heap_pages.c
-  threads/heap_lend.c threads/heap_spill.c threads/heap_drain.c threads/heap.c
-  threads/heap_free.c threads/heap_collect.c threads/cpu_cache.c
+  threads/remote.c threads/heap_owner.c threads/heap_sample.c
+  threads/heap_pages.c threads/heap_spill.c threads/heap_drain.c
+  threads/heap_lend.c threads/class_heap.c threads/heap.c threads/heap_free.c
+  threads/heap_collect.c threads/cpu_cache.c
   threads/central.c threads/decision.c threads/thread_pool.c threads/thread.c
   surface/api.c surface/cxx.c)
 set(HZ_OVERRIDE_FILES surface/override.c)

@@ -1,29 +1,24 @@
-/* central: the shared pages and their ladder. A class's refills come
- * either from each thread's own pages or from the class's shared pages
- * (the class decision judges, decision.h, by route.h's rule, and sets it
- * here).
- * A shared page belongs to no thread: its blocks go, whoever frees them,
- * into the freeing thread's bin; a bin that spills passes them to the CPU's
- * cache (cpu_cache.c), a full cache to the class's depot, a full depot to
- * the class heap (a heap no thread owns, one a class, under its own
- * lock, through a stash and its inbox). A bin of a shared class that runs
- * empty takes them back the same way up: the CPU's cache, the depot, then
- * the class heap's pages, under the lock, once a bin. Memory is then
- * bounded by the live bytes and the ladder, not by the thread count: the
- * shared pages empty as the whole program's blocks do. The rounds also
- * give back what the class heaps keep idle. */
+/* central: the shared pages' routes and their ladder. A class's refills
+ * come either from each thread's own pages or from the class's shared
+ * pages (the class decision judges, decision.h, by route.h's rule, and
+ * sets it here). A shared page belongs to no thread but to its class heap
+ * (class_heap.h): its blocks go, whoever frees them, into the freeing
+ * thread's bin; a bin that spills passes them to the CPU's cache
+ * (cpu_cache.c), a full cache to the class's depot, a full depot to the
+ * class heap (through a stash and its inbox). A bin of a shared class that
+ * runs empty takes them back the same way up: the CPU's cache, the depot,
+ * then the class heap's pages, under its class's lock, once a bin. Memory
+ * is then bounded by the live bytes and the ladder, not by the thread
+ * count: the shared pages empty as the whole program's blocks do. */
 #ifndef HZ_CENTRAL_H
 #define HZ_CENTRAL_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "class_heap.h"
 #include "config.h"
 #include "heap.h"
-
-/* Every small class has its class heap (class 0, the large blocks', is
- * unused). */
-#define HZ_CENTRAL_CLASSES HZ_CLASS_COUNT
 
 /* Where a class's refills come from, one byte a class, written by the
  * purge thread's rounds: the threads' own pages, the shared pages, or the
@@ -50,42 +45,16 @@ void *hz_central_malloc(hz_heap_t *heap, size_t size);
  * older half leaves, the heap's own blocks onto their pages, the shared
  * pages' onto the ladder (this CPU's cache, the depot, the class heap). */
 void hz_central_free_full(hz_heap_t *heap, hz_page_t *page, void *p);
-/* A small block for a thread without a heap (a young thread of a crowded
- * program: thread box), from the bin of its class heap, under the
- * class's lock; NULL when out of memory. Works whether the shared pages are
- * on or off. */
-void *hz_central_malloc_alone(size_t size);
 /* Set where the class's refills come from (blocks already out travel as
  * their pages say, whatever it is). False when the shared pages cannot be
  * had (no memory for their heaps): the class stays on the threads' pages. */
 bool hz_central_set(size_t cls, hz_central_route_t route);
 /* The classes sharing pages now, and the times a class turned. */
 void hz_central_count(uint64_t *shared_classes, uint64_t *turns);
-/* What the shared pages hold goes back: the inbox home, and with `all`
- * (trim, or idle for HZ_IDLE_FULL_MS) every empty page and the memory of
- * free blocks. The purge thread's rounds call it with all = false. */
-void hz_central_collect(bool all);
-/* Where the class heaps start (NULL before they are first used);
- * their owner words name one of them (hz_pages_of_class_heap). */
-const void *hz_central_base(void);
 
 /* The page is one of the shared pages. */
 HZ_INLINE bool hz_central_holds(const hz_page_t *page) {
   return hz_pages_of_class_heap(hz_page_owner(page));
 }
-/* The owner word of the shared pages of `cls` (the address of its shared
- * heap), read from the shared range alone; before the class heaps exist,
- * a word no page holds. */
-HZ_INLINE uintptr_t hz_central_owner_word(size_t cls) {
-  return HZ_SHARED_GET(hz_heap_shared_base) + cls * sizeof(hz_heap_t);
-}
-/* Add the shared pages' counters to `out`. */
-void hz_central_summarize(hz_heap_summary_t *out);
-uint64_t hz_central_lock_taken(void);
-
-/* fork: the lock held across it. */
-void hz_central_fork_prepare(void);
-void hz_central_fork_parent(void);
-void hz_central_fork_child(void);
 
 #endif

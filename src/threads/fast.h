@@ -87,7 +87,7 @@ HZ_INLINE uint32_t hz_fast_block_index(const hz_bin_t *bin,
  * heap sitting at a fixed place (central box), so no line of that heap is
  * read. */
 HZ_INLINE bool hz_fast_shared_to_bin(const hz_page_t *page, uintptr_t word) {
-  return word == hz_central_owner_word(page->class_id) &&
+  return word == hz_class_heap_word(page->class_id) &&
          hz_central_shares(page->class_id);
 }
 

@@ -43,7 +43,6 @@ typedef enum {
   HZ_HEAP_EMPTY,    /* the constant heap of threads without one */
   HZ_HEAP_LIVE,     /* bound to a running thread */
   HZ_HEAP_POOLED,   /* waiting in the pool for a thread */
-  HZ_HEAP_SHARED,   /* the shared pages of crowded programs (central box) */
   HZ_HEAP_ABANDONED /* left behind in a fork child; never used again */
 } hz_heap_state_t;
 
@@ -138,6 +137,14 @@ typedef struct {
   int64_t published;
 } hz_class_counts_t;
 
+/* Add what `counts` say to a class's sum over every heap. */
+HZ_INLINE void hz_class_counts_add(hz_class_stats_t *out,
+                                   const hz_class_counts_t *counts) {
+  out->allocs += HZ_SHARED_GET(counts->allocs);
+  out->frees += HZ_SHARED_GET(counts->frees);
+  out->remote_frees += HZ_SHARED_GET(counts->remote_frees);
+}
+
 _Static_assert(sizeof(hz_bin_t) == 64, "bins are indexed with a shift");
 
 /* A heap's pages: what every owner of pages keeps, a thread's heap and a
@@ -225,19 +232,6 @@ typedef struct hz_heap_s {
 
 extern const hz_heap_t hz_heap_empty;
 
-/* Where the class heaps lie (central box), set once as they are
- * mapped: [base, base + span), or an empty range before. */
-extern uintptr_t hz_heap_shared_base;
-extern size_t hz_heap_shared_span;
-void hz_heap_set_shared_range(const void *base, size_t span);
-
-/* `owner` (a page's: hz_page_owner) is one of the class heaps: told by
- * its address alone, so a thread freeing its block reads no line of it. */
-HZ_INLINE bool hz_pages_of_class_heap(const hz_pages_t *owner) {
-  return (uintptr_t)owner - HZ_SHARED_GET(hz_heap_shared_base) <
-         HZ_SHARED_GET(hz_heap_shared_span);
-}
-
 /* The heap's refills of `cls` come from the shared pages (central box):
  * its own pages of the class only empty, and it keeps none of them. */
 HZ_INLINE bool hz_heap_refills_shared(const hz_heap_t *heap, uint8_t cls) {
@@ -285,11 +279,9 @@ void hz_heap_free_inside(hz_segment_t *seg, hz_page_t *page, void *p);
  * when out of memory. */
 void *hz_heap_malloc_small(hz_heap_t *heap, size_t size);
 /* The same, with the bin of the class filled (when empty) from the pages
- * of `shared`, a heap no thread owns (the central box's), under `lock`
- * (`probed`: the class takes probes, and the heap keeps the page they
- * come from). */
-void *hz_heap_malloc_shared(hz_heap_t *heap, size_t size, hz_heap_t *shared,
-                            hz_lock_t *lock, bool probed);
+ * of its class heap (class_heap.h; `probed`: the class takes probes, and
+ * the heap keeps the page they come from). */
+void *hz_heap_malloc_shared(hz_heap_t *heap, size_t size, bool probed);
 /* A shared class's refill is a probe's this time (one in
  * HZ_ROUTE_PROBE_EVERY, counted per heap and class: route.h). */
 bool hz_heap_probe_turn(hz_heap_t *heap, uint8_t cls);
@@ -487,12 +479,6 @@ void hz_heap_trim(hz_heap_t *heap);
  * each using a few classes held 40 KiB a heap when the whole heap was
  * cleared). */
 void hz_heap_init(hz_heap_t *heap);
-/* The class heap of class `cls` (central box), in memory that is
- * zeros: only the bin of its class is set (threads without a heap malloc
- * from it), the others stay empty without room; its pages are cut from
- * `set`, which the class heaps share (a set with a lock), when they hold
- * blocks up to 16 KiB, else from its own. */
-void hz_heap_init_shared(hz_heap_t *heap, uint8_t cls, hz_segment_set_t *set);
 void hz_heap_flush(hz_heap_t *heap);
 /* The exiting owner publishes its stash and counts and keeps its bins for
  * the thread that adopts the heap next (collectors take them otherwise). */

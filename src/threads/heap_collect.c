@@ -111,26 +111,7 @@ static void heap_take_bins(hz_heap_t *heap) { (void)heap; }
 static void heap_collect(hz_heap_t *heap) {
   hz_heap_drain_inbox(heap); /* may send blocks of lent pages on: */
   hz_heap_flush_stash(heap);
-  for (int c = 0; c < HZ_CLASS_COUNT; c++) {
-    hz_page_t *page = heap->pages.queues[c].first;
-    while (page != NULL) {
-      hz_page_t *next = page->next;
-      if (page->tally->used == 0) hz_pages_retire(&heap->pages, page);
-      page = next;
-    }
-  }
-  hz_pages_spare_release(&heap->pages);
-}
-
-/* Pages still in use keep only their live blocks resident. */
-static void heap_discard_free_blocks(hz_heap_t *heap) {
-  bool lazy = hz_option_enabled(HZ_OPTION_PURGE_MADV_FREE);
-  for (int c = 0; c < HZ_CLASS_COUNT; c++)
-    for (hz_page_t *page = heap->pages.queues[c].first; page; page = page->next)
-      hz_page_discard_free(page, lazy);
-  for (hz_page_t *page = heap->pages.full.first; page != NULL;
-       page = page->next)
-    hz_page_discard_free(page, lazy);
+  hz_pages_release_empty(&heap->pages);
 }
 
 static void heap_spill_all_bins(hz_heap_t *heap) {
@@ -157,7 +138,7 @@ void hz_heap_collect(hz_heap_t *heap, bool purge, hz_bins_take_t bins) {
   heap_collect(heap);
   heap->pages.gone = false;
   if (!purge) return;
-  heap_discard_free_blocks(heap);
+  hz_pages_discard_free(&heap->pages);
   heap->pages.collect_seen =
       atomic_load_explicit(&heap->pages.activity, memory_order_relaxed);
   heap->pages.collect_clean = true;
@@ -191,7 +172,7 @@ static void heap_give_back(hz_heap_t *heap, bool discard) {
   heap_spill_all_bins(heap);
   heap_publish_all_counts(heap);
   heap_collect(heap);
-  if (discard) heap_discard_free_blocks(heap);
+  if (discard) hz_pages_discard_free(&heap->pages);
   hz_heap_leave(heap);
 }
 
@@ -213,16 +194,11 @@ void hz_heap_publish_all(hz_heap_t *heap) {
 }
 
 void hz_heap_summarize_one(const hz_heap_t *heap, hz_heap_summary_t *out) {
-  hz_stats_heap_add(&out->counters, &heap->pages.stats);
-  out->bytes_kept_empty += HZ_SHARED_GET(heap->pages.kept_bytes);
+  hz_pages_summarize(&heap->pages, out);
   out->counters.inbox_cas_retries += HZ_SHARED_GET(heap->stash.cas_retries);
   out->counters.stash_wait_ns += HZ_SHARED_GET(heap->stash.wait_ns);
   out->counters.stash_lists_timed += HZ_SHARED_GET(heap->stash.timed);
   out->counters.stash_published += HZ_SHARED_GET(heap->stash.published);
-  for (int c = 1; c < HZ_CLASS_COUNT; c++) {
-    const hz_class_counts_t *counts = &heap->counts[c];
-    out->classes[c].allocs += HZ_SHARED_GET(counts->allocs);
-    out->classes[c].frees += HZ_SHARED_GET(counts->frees);
-    out->classes[c].remote_frees += HZ_SHARED_GET(counts->remote_frees);
-  }
+  for (int c = 1; c < HZ_CLASS_COUNT; c++)
+    hz_class_counts_add(&out->classes[c], &heap->counts[c]);
 }

@@ -3,22 +3,18 @@
  * blocks from them, and the report of a slow path entered twice (a signal
  * handler that called malloc). See heap_owner.h. Also the box's shared
  * state: the constant empty heap, the thread's heap pointers and where
- * the class heaps lie. */
+ * the class heaps lie (class_heap.c maps them; heap_drain.c and
+ * heap_free.c, below it, tell their pages by it). */
 #include <string.h>
 
+#include "class_heap.h"
 #include "heap_owner.h"
 #include "os.h"
 
 /* Bins empty and without room: every call takes the slow path. */
 const hz_heap_t hz_heap_empty = {.state = HZ_HEAP_EMPTY};
-uintptr_t hz_heap_shared_base;
-size_t hz_heap_shared_span;
-
-void hz_heap_set_shared_range(const void *base, size_t span) {
-  HZ_SHARED_SET(hz_heap_shared_base, (uintptr_t)base);
-  HZ_SHARED_SET(hz_heap_shared_span, span);
-}
-
+uintptr_t hz_class_heaps_base;
+size_t hz_class_heaps_span;
 HZ_TLS hz_heap_t *hz_heap_tls = (hz_heap_t *)&hz_heap_empty;
 HZ_TLS hz_heap_t *hz_heap_own;
 

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 
 #include "heap_parts.h"
+#include "options.h"
 
 /* Spare pages: empty, every block free, kept per kind. */
 static const uint8_t spare_max[HZ_HEAP_SPARE_KINDS] = {
@@ -263,4 +264,39 @@ hz_page_t *hz_pages_new_page(hz_pages_t *pages, uint8_t cls) {
   }
   hz_page_init(page, pages, cls);
   return page;
+}
+
+/* A refill took blocks off a page with notes: kept empty, it is in use
+ * again; purged (HZ_PAGE_PURGED), the flag goes once no free block is
+ * left on it. One test of both on every refill. */
+HZ_NOINLINE void hz_pages_refilled_noted(hz_pages_t *pages, hz_page_t *page) {
+  if (page->emptied) hz_pages_unempty(pages, page);
+  if (page->purged) hz_page_purged_refilled(page);
+}
+
+/* Collecting. */
+void hz_pages_release_empty(hz_pages_t *pages) {
+  for (int c = 0; c < HZ_CLASS_COUNT; c++) {
+    hz_page_t *page = pages->queues[c].first;
+    while (page != NULL) {
+      hz_page_t *next = page->next;
+      if (page->tally->used == 0) hz_pages_retire(pages, page);
+      page = next;
+    }
+  }
+  hz_pages_spare_release(pages);
+}
+
+void hz_pages_discard_free(hz_pages_t *pages) {
+  bool lazy = hz_option_enabled(HZ_OPTION_PURGE_MADV_FREE);
+  for (int c = 0; c < HZ_CLASS_COUNT; c++)
+    for (hz_page_t *page = pages->queues[c].first; page; page = page->next)
+      hz_page_discard_free(page, lazy);
+  for (hz_page_t *page = pages->full.first; page != NULL; page = page->next)
+    hz_page_discard_free(page, lazy);
+}
+
+void hz_pages_summarize(const hz_pages_t *pages, hz_heap_summary_t *out) {
+  hz_stats_heap_add(&out->counters, &pages->stats);
+  out->bytes_kept_empty += HZ_SHARED_GET(pages->kept_bytes);
 }

@@ -1,12 +1,16 @@
 /* heap_parts: what the heap box's files offer each other. The box's files,
  * by what they hold:
  *   heap_owner.c   the owner's side of the collection handshake;
- *   heap_pages.c   a heap's pages: its queues, the empty pages it keeps and
- *                  its spares, new pages cut from its segments;
- *   heap_lend.c    a class that turns shared: the thread's pages lent to
- *                  the class heap, and given back to it;
+ *   heap_sample.c  a bin's countdown to the next sample;
+ *   heap_pages.c   a heap's pages (a thread's or a class heap's): its
+ *                  queues, the empty pages it keeps and its spares, new
+ *                  pages cut from its segments (and heap_refill.h: a bin
+ *                  filled from them);
  *   heap_spill.c   blocks leaving a bin: onto their pages, or home;
  *   heap_drain.c   the inbox taken home;
+ *   heap_lend.c    a class that turns shared: the thread's pages lent to
+ *                  the class heap, and given back to it;
+ *   class_heap.c   the class heaps (class_heap.h);
  *   heap.c         bins set up, the malloc slow path (a bin's refill);
  *   heap_free.c    the frees the fast path leaves;
  *   heap_collect.c collecting a claimed heap.
@@ -14,6 +18,7 @@
 #ifndef HZ_HEAP_PARTS_H
 #define HZ_HEAP_PARTS_H
 
+#include "class_heap.h"
 #include "heap_owner.h"
 #include "list.h"
 
@@ -84,6 +89,16 @@ void hz_pages_unfull(hz_pages_t *pages, hz_page_t *page);
 hz_page_t *hz_pages_new_page(hz_pages_t *pages, uint8_t cls);
 /* The spare pages back to their segments, and the segments trimmed. */
 void hz_pages_spare_release(hz_pages_t *pages);
+/* A refill took blocks off a page with notes (refill_notes): kept empty,
+ * or purged. */
+void hz_pages_refilled_noted(hz_pages_t *pages, hz_page_t *page);
+/* Collecting: every empty page of the class queues and every spare back
+ * to their segments (the segments trimmed); the memory of the free blocks
+ * of the pages still in use given back (the purge option's way); the
+ * pages' counters and kept bytes added to `out`. */
+void hz_pages_release_empty(hz_pages_t *pages);
+void hz_pages_discard_free(hz_pages_t *pages);
+void hz_pages_summarize(const hz_pages_t *pages, hz_heap_summary_t *out);
 /* The lent pages (heap_lend.c) given back to the heap into their
  * segments: by its owner in a slow path, or a collector holding it; the
  * test inline on every malloc slow path. */
@@ -127,6 +142,11 @@ void hz_heap_bin_empty(hz_heap_t *heap, hz_bin_t *bin);
 void hz_heap_send_home(hz_heap_t *heap, hz_page_t *page, hz_block_t *block);
 /* The ladder's entries[0..n) home (the heap entered). */
 void hz_heap_send_entries(hz_heap_t *heap, void *const *entries, unsigned n);
+/* Publish what a bin of `cls` counted into `counts`, and the live count
+ * (stats box) when it moved enough since (or `always`), counted in
+ * `stats`. */
+void hz_bin_publish(const hz_bin_t *bin, hz_class_counts_t *counts,
+                    uint8_t cls, bool always, hz_heap_stats_t *stats);
 void hz_heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always);
 /* Publish the stash's lists (it holds some). */
 void hz_heap_publish_stash(hz_heap_t *heap);
@@ -135,6 +155,18 @@ void hz_heap_publish_stash(hz_heap_t *heap);
 HZ_INLINE void hz_heap_flush_stash(hz_heap_t *heap) {
   if (!hz_remote_stash_empty(&heap->stash)) hz_heap_publish_stash(heap);
 }
+
+/* heap_sample.c: a bin's countdown to the next sample. */
+/* The first sample of `cls` counted down in `bin`, when the profiler or
+ * the guard (for its classes) is on. */
+void hz_bin_arm_sampling(hz_bin_t *bin, uint8_t cls);
+/* The block the countdown reached 0 on (it is counted), `size` bytes asked
+ * for: the profiler records it; the guard's turn passed (its pool was full
+ * or the size too large). The countdown starts again. */
+void *hz_bin_sampled(hz_bin_t *bin, void *block, size_t size);
+/* The guard's turn in `bin` (this malloc not counted yet): a guarded
+ * block, the countdown started again; NULL: the bin serves it. */
+void *hz_bin_guarded(hz_bin_t *bin, size_t size);
 
 /* heap_drain.c */
 /* Take the inbox home, each header's blocks onto their page: a thread's

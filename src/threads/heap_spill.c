@@ -131,10 +131,9 @@ void hz_heap_bin_empty(hz_heap_t *heap, hz_bin_t *bin) {
 #define LIVE_PUBLISH_STEP  64
 #define LIVE_PUBLISH_BYTES ((int64_t)64 << 10)
 
-void hz_heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always) {
-  hz_heap_settle_run(heap);
-  hz_bin_t *bin = &heap->bins[cls];
-  hz_class_counts_t *counts = &heap->counts[cls];
+HZ_NOINLINE void hz_bin_publish(const hz_bin_t *bin, hz_class_counts_t *counts,
+                                uint8_t cls, bool always,
+                                hz_heap_stats_t *stats) {
   uint64_t allocs = hz_bin_allocs(bin); /* read before the stores below */
   uint64_t frees = hz_bin_frees(bin) + counts->remote_frees;
   HZ_SHARED_SET(counts->allocs, allocs);
@@ -148,8 +147,14 @@ void hz_heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always) {
        moved * (int64_t)hz_sizeclass_block_size(cls) < LIVE_PUBLISH_BYTES))
     return;
   counts->published = net;
-  HZ_SHARED_ADD(heap->pages.stats.live_publishes, 1);
+  HZ_SHARED_ADD(stats->live_publishes, 1);
   hz_stats_add_live(cls, delta);
+}
+
+void hz_heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always) {
+  hz_heap_settle_run(heap);
+  hz_bin_publish(&heap->bins[cls], &heap->counts[cls], cls, always,
+                 &heap->pages.stats);
 }
 
 unsigned hz_heap_free_spilling(hz_heap_t *heap, hz_page_t *page, void *p,

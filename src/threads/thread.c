@@ -23,6 +23,7 @@
 #include "thread.h"
 
 #include "central.h"
+#include "class_heap.h"
 #include "cpu_cache.h"
 #include "decision.h"
 #include "thread_parts.h"
@@ -179,7 +180,7 @@ static void *purge_thread_main(void *arg) {
     purge_drain_idle_caches();
     purge_judge_classes();
     hz_thread_collect(true);
-    hz_central_collect(false);
+    hz_class_heaps_collect(false);
     hz_purge_run(false);
     hz_segment_densify();
   }
@@ -239,7 +240,7 @@ static void fork_prepare(void) {
   hz_cpu_cache_fork_prepare();
   hz_lock(&hz_thread_collect_lock);
   hz_heap_fork_prepare();
-  hz_central_fork_prepare(); /* after the pool: the report takes both */
+  hz_class_heaps_fork_prepare(); /* after the pool: the report takes both */
   hz_segment_fork_prepare();
   hz_large_fork_prepare();
   hz_prof_fork_prepare();
@@ -251,7 +252,7 @@ static void fork_parent(void) {
   hz_prof_fork_parent();
   hz_large_fork_parent();
   hz_segment_fork_parent();
-  hz_central_fork_parent();
+  hz_class_heaps_fork_parent();
   hz_heap_fork_parent();
   hz_unlock(&hz_thread_collect_lock);
   hz_cpu_cache_fork_parent();
@@ -264,7 +265,7 @@ static void fork_child(void) {
   hz_prof_fork_child();
   hz_large_fork_child();
   hz_segment_fork_child();
-  hz_central_fork_child();
+  hz_class_heaps_fork_child();
   hz_heap_fork_child(hz_heap_tls);
   hz_lock_reinit(&hz_thread_collect_lock);
   pthread_cond_init(&purge_wake, NULL);
@@ -471,7 +472,7 @@ void hz_thread_free_slow(void *p, hz_heap_t *heap, hz_segment_t *seg,
  * the purge thread's) borrow a pooled heap and give it back. */
 void *hz_thread_malloc_unattached(size_t size) {
   if (size <= HZ_SMALL_MAX && thread_stays_alone()) {
-    void *p = hz_central_malloc_alone(size);
+    void *p = hz_class_heap_malloc(size);
     if (p != NULL) return p;
   }
   /* [condition: exiting-thread] */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "central.h"
+#include "class_heap.h"
 #include "cpu_cache.h"
 #include "list.h"
 #include "os.h"
@@ -241,7 +242,7 @@ void hz_thread_give_back_all(void) {
     hz_heap_trim(heap);
   }
   hz_thread_collect(false);
-  hz_central_collect(true);
+  hz_class_heaps_collect(true);
   hz_purge_run(true);
 }
 
@@ -255,7 +256,7 @@ void hz_thread_locks_taken(uint64_t *pool, uint64_t *collect,
                            uint64_t *central) {
   *pool = hz_lock_taken(&hz_thread_pool_lock);
   *collect = hz_lock_taken(&hz_thread_collect_lock);
-  *central = hz_central_lock_taken();
+  *central = hz_class_heaps_lock_taken();
 }
 
 /* ---------------------------------------------------------------------------
@@ -294,7 +295,7 @@ void hz_thread_summarize(hz_heap_summary_t *out) {
     hz_heap_summarize_one(heap, out);
     out->heaps_pooled += heap->state == HZ_HEAP_POOLED;
   }
-  hz_central_summarize(out);
+  hz_class_heaps_summarize(out);
   out->heaps_total = heaps_made;
   out->heaps_retired = heaps_retired;
   hz_thread_pool_give();
