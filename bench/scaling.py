@@ -24,7 +24,7 @@ THREADS = [1, 4, 16, 64, 256]
 LANES = {"guard": (16, 2048, 200_000, 400), "main": (16, 32768, 100_000, 100)}
 R = 90
 RING = 65536
-COUNTS = ["segment_locks", "large_locks", "pool_locks", "collect_locks", "central_locks",
+COUNTS = ["segment_locks", "large_locks", "pool_locks", "collect_locks", "class_heap_locks",
           "inbox_pushes", "cas_retries", "inbox_takes", "live_publishes"]
 
 

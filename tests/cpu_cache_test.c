@@ -1,4 +1,4 @@
-/* cpu_cache and central: the page decides a block's route, and the class
+/* cpu_cache and ladder: the page decides a block's route, and the class
  * decision chooses where refills come from (route.h).
  *   - choice: where glibc registered rseq (__rseq_size > 0) and
  *     HZ_CPU_CACHE is not 0 the report names the per-CPU caches, else the
@@ -89,9 +89,10 @@
 
 #include "api.h"
 #include "arena.h"
-#include "central.h"
 #include "check.h"
+#include "class_heap.h"
 #include "cpu_cache.h"
+#include "decision.h"
 #include "hakozuna.h"
 #include "route.h"
 #include "sizeclass.h"
@@ -124,8 +125,8 @@ static void choice(void) {
 }
 
 /* The classes of `sizes` share pages (route), or go back. */
-static void set_route(size_t size, hz_central_route_t route) {
-  CHECK(hz_central_set(hz_sizeclass_of(size), route));
+static void set_route(size_t size, hz_class_route_t route) {
+  CHECK(hz_decision_set(hz_sizeclass_of(size), route));
 }
 
 /* --- decision -------------------------------------------------------------
@@ -187,7 +188,7 @@ static void *route_thread(void *arg) {
 
 /* route_block as thread 0 mallocs it and thread 1 frees it; whether thread
  * 1's next malloc of the size returned it. */
-static bool route_trip(hz_central_route_t route) {
+static bool route_trip(hz_class_route_t route) {
   set_route(ROUTE_SIZE, route);
   pthread_barrier_init(&step, NULL, 2);
   pthread_t t[2];
@@ -203,14 +204,14 @@ static bool route_trip(hz_central_route_t route) {
 
 static void routes(void) {
   uint64_t held = summary().front.cached_blocks;
-  CHECK_MSG(route_trip(HZ_CENTRAL_SHARED),
+  CHECK_MSG(route_trip(HZ_CLASS_SHARED),
             "a shared page's block freed by another thread did not go onto "
             "that thread's bin");
-  CHECK(hz_central_holds(hz_segment_block_page(route_block)));
+  CHECK(hz_class_heap_holds(hz_segment_block_page(route_block)));
   hz_collect(true); /* pooled heaps' bins too: the next thread 0 adopts one */
-  CHECK_MSG(!route_trip(HZ_CENTRAL_THREAD),
+  CHECK_MSG(!route_trip(HZ_CLASS_OWN_PAGES),
             "another thread's own block went onto the freeing thread's bin");
-  CHECK(!hz_central_holds(hz_segment_block_page(route_block)));
+  CHECK(!hz_class_heap_holds(hz_segment_block_page(route_block)));
   CHECK_MSG(summary().front.cached_blocks == held,
             "a block of a thread's page went onto the ladder");
   hz_collect(true);
@@ -227,7 +228,7 @@ static void lent_count(void **blocks, const hz_segment_set_t *set,
   *shared = *lent = 0;
   for (int i = 0; i < LENT_BLOCKS; i++) {
     hz_page_t *page = hz_segment_block_page(blocks[i]);
-    if (!hz_central_holds(page)) continue;
+    if (!hz_class_heap_holds(page)) continue;
     (*shared)++;
     *lent += page->lent && hz_segment_set_of_page(page) == set;
   }
@@ -236,10 +237,10 @@ static void lent_count(void **blocks, const hz_segment_set_t *set,
 /* The calling thread's blocks[] of LENT_SIZE come from its own pages, all
  * freed, then (the class shared) from the class heap. */
 static void lent_turn(void **blocks) {
-  set_route(LENT_SIZE, HZ_CENTRAL_THREAD);
+  set_route(LENT_SIZE, HZ_CLASS_OWN_PAGES);
   for (int i = 0; i < LENT_BLOCKS; i++)
     blocks[i] = hz_malloc(LENT_SIZE);
-  set_route(LENT_SIZE, HZ_CENTRAL_SHARED);
+  set_route(LENT_SIZE, HZ_CLASS_SHARED);
   for (int i = 0; i < LENT_BLOCKS; i++)
     hz_free(blocks[i]);
   for (int i = 0; i < LENT_BLOCKS; i++)
@@ -268,7 +269,7 @@ static void *lent_thread(void *arg) {
                 atomic_load(&heap->returned) == NULL,
             "%u lent pages still out after the class heap gave them back",
             (unsigned)atomic_load(&heap->lent));
-  set_route(LENT_SIZE, HZ_CENTRAL_THREAD);
+  set_route(LENT_SIZE, HZ_CLASS_OWN_PAGES);
   return NULL;
 }
 
@@ -300,20 +301,20 @@ static void *live_freer(void *arg) {
 static void *live_owner(void *arg) {
   (void)arg;
   static void *more[LENT_BLOCKS];
-  set_route(LENT_SIZE, HZ_CENTRAL_THREAD);
+  set_route(LENT_SIZE, HZ_CLASS_OWN_PAGES);
   for (int i = 0; i < LENT_BLOCKS; i++)
     live.blocks[i] = hz_malloc(LENT_SIZE);
   hz_heap_t *heap = hz_heap_current();
   pthread_t freer;
   CHECK(pthread_create(&freer, NULL, live_freer, NULL) == 0);
   pthread_barrier_wait(&live.freed);
-  set_route(LENT_SIZE, HZ_CENTRAL_SHARED);
+  set_route(LENT_SIZE, HZ_CLASS_SHARED);
   for (int i = 0; i < LENT_BLOCKS; i++)
     more[i] = hz_malloc(LENT_SIZE);
   int own = 0;
   for (int i = 1; i < LENT_BLOCKS; i++)
     own += i % LIVE_FREED_EVERY != 0 &&
-           !hz_central_holds(hz_segment_block_page(live.blocks[i]));
+           !hz_class_heap_holds(hz_segment_block_page(live.blocks[i]));
   CHECK_MSG(own == 0, "%d blocks in use still on the thread's own pages "
             "after its refill from the class heap", own);
   pthread_barrier_wait(&live.lent);
@@ -328,7 +329,7 @@ static void *live_owner(void *arg) {
   CHECK_MSG(atomic_load(&heap->lent) == 0,
             "%u lent pages still out after every block was freed",
             (unsigned)atomic_load(&heap->lent));
-  set_route(LENT_SIZE, HZ_CENTRAL_THREAD);
+  set_route(LENT_SIZE, HZ_CLASS_OWN_PAGES);
   return NULL;
 }
 
@@ -365,7 +366,7 @@ static void lent(void) {
             "%zu pages in use after an exited thread's lent pages came "
             "back, %zu before",
             pages_in_use(), before);
-  set_route(LENT_SIZE, HZ_CENTRAL_THREAD);
+  set_route(LENT_SIZE, HZ_CLASS_OWN_PAGES);
 }
 
 /* --- one set ---------------------------------------------------------------
@@ -389,7 +390,7 @@ static void one_set(void) {
   hz_collect(true);
   size_t before = pages_in_use();
   for (int k = 0; k < SET_SIZES; k++)
-    set_route(set_sizes[k], HZ_CENTRAL_SHARED);
+    set_route(set_sizes[k], HZ_CLASS_SHARED);
   static void *blocks[SET_SIZES * SET_BLOCKS];
   pthread_t t;
   CHECK(pthread_create(&t, NULL, one_set_thread, blocks) == 0);
@@ -398,7 +399,7 @@ static void one_set(void) {
   int seen[SET_SIZES] = {0}, elsewhere = 0;
   for (int i = 0; i < SET_SIZES * SET_BLOCKS; i++) {
     hz_page_t *page = hz_segment_block_page(blocks[i]);
-    if (!hz_central_holds(page) || page->lent) continue;
+    if (!hz_class_heap_holds(page) || page->lent) continue;
     int k = i / SET_BLOCKS;
     seen[k]++;
     const hz_segment_set_t **first = k < 2 ? &set : &wide;
@@ -416,7 +417,7 @@ static void one_set(void) {
   for (int i = 0; i < SET_SIZES * SET_BLOCKS; i++)
     hz_free(blocks[i]);
   for (int k = 0; k < SET_SIZES; k++)
-    set_route(set_sizes[k], HZ_CENTRAL_THREAD);
+    set_route(set_sizes[k], HZ_CLASS_OWN_PAGES);
   hz_collect(true);
   hz_collect(true);
   CHECK_MSG(pages_in_use() <= before,
@@ -448,7 +449,7 @@ static void *ladder_taker(void *arg) {
 }
 
 static void ladder(void) {
-  set_route(LADDER_SIZE, HZ_CENTRAL_SHARED);
+  set_route(LADDER_SIZE, HZ_CLASS_SHARED);
   for (int i = 0; i < LADDER_BLOCKS; i++)
     ladder_freed[i] = hz_malloc(LADDER_SIZE);
   uint64_t held = summary().front.cached_blocks;
@@ -471,7 +472,7 @@ static void ladder(void) {
   hz_heap_summary_t s = summary();
   CHECK_MSG(s.front.cached_blocks == 0, "%llu blocks on the ladder after a "
             "trim", (unsigned long long)s.front.cached_blocks);
-  set_route(LADDER_SIZE, HZ_CENTRAL_THREAD);
+  set_route(LADDER_SIZE, HZ_CLASS_OWN_PAGES);
 }
 
 /* --- stopped: sections stopped inside, on a page of the test's ----------
@@ -652,7 +653,7 @@ static bool stopped(void) {
   sa.sa_sigaction = on_fault;
   sa.sa_flags = SA_SIGINFO;
   sigaction(SIGSEGV, &sa, &previous);
-  set_route(STOP_SIZE, HZ_CENTRAL_SHARED);
+  set_route(STOP_SIZE, HZ_CLASS_SHARED);
   for (int i = 0; i < STOP_BLOCKS; i++)
     stop_freed[i] = hz_malloc(STOP_SIZE);
   hz_collect(true); /* every cache empty */
@@ -666,7 +667,7 @@ static bool stopped(void) {
   sigaction(SIGSEGV, &previous, NULL);
   uint64_t counted = summary().front.restarts - before;
   hz_collect(true);
-  set_route(STOP_SIZE, HZ_CENTRAL_THREAD);
+  set_route(STOP_SIZE, HZ_CLASS_OWN_PAGES);
   if (uffd >= 0) close(uffd);
   munmap(closed_page, (size_t)page_size);
   munmap(missing_page, (size_t)page_size);
@@ -770,7 +771,7 @@ static void restarts(bool migrate, bool must_restart) {
   until_restart = per_cpu && must_restart;
   atomic_store(&restarted, false);
   atomic_store(&cpus_seen, 0);
-  set_route(TRADE_SIZE, HZ_CENTRAL_SHARED);
+  set_route(TRADE_SIZE, HZ_CLASS_SHARED);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
@@ -789,7 +790,7 @@ static void restarts(bool migrate, bool must_restart) {
   CHECK_MSG(atomic_load(&clashes) == 0, "%ld blocks held by two threads",
             atomic_load(&clashes));
   uint64_t counted = summary().front.restarts - before;
-  set_route(TRADE_SIZE, HZ_CENTRAL_THREAD);
+  set_route(TRADE_SIZE, HZ_CLASS_OWN_PAGES);
   const char *how = migrate ? "migrated" : "signalled";
   if (until_restart)
     CHECK_MSG(counted > 0, "no section restarted in 60 s of %s rounds", how);
@@ -823,7 +824,7 @@ static uintptr_t *ring_take(int me, unsigned round) {
   p[0] = HELD;
   p[1] = (uintptr_t)me;
   /* a guarded sample lies outside the arena, on no page */
-  if (hz_arena_holds(p) && hz_central_holds(hz_segment_block_page(p)))
+  if (hz_arena_holds(p) && hz_class_heap_holds(hz_segment_block_page(p)))
     atomic_fetch_add(&ring_shared, 1);
   return p;
 }
@@ -959,7 +960,7 @@ static void *young(void *arg) {
     CHECK(b[k] != NULL);
     memset(b[k], me + k, size);
     if (hz_arena_holds(b[k])) /* a guarded sample is on no page */
-      CHECK_MSG(hz_central_holds(hz_segment_block_page(b[k])),
+      CHECK_MSG(hz_class_heap_holds(hz_segment_block_page(b[k])),
                 "a young thread's block is not of the shared pages");
   }
   if (me == 0) hz_free(main_block);
@@ -1068,7 +1069,7 @@ static void *swapper(void *arg) {
 
 static void unregistered(void) {
   for (size_t size = 16; size <= 256; size += 16)
-    set_route(size, HZ_CENTRAL_SHARED);
+    set_route(size, HZ_CLASS_SHARED);
   pthread_barrier_init(&swap_start, NULL, 2);
   pthread_t t[2];
   for (int i = 0; i < 2; i++)
@@ -1085,7 +1086,7 @@ static void unregistered(void) {
             "%ld blocks handed out while another thread held them",
             atomic_load(&swap_clashes));
   for (size_t size = 16; size <= 256; size += 16)
-    set_route(size, HZ_CENTRAL_THREAD);
+    set_route(size, HZ_CLASS_OWN_PAGES);
 }
 
 int main(int argc, char **argv) {

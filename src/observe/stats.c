@@ -179,7 +179,7 @@ static const char *const lock_names[HZ_LOCK_KINDS] = {
     [HZ_LOCK_LARGE] = "large",
     [HZ_LOCK_POOL] = "pool",
     [HZ_LOCK_COLLECT] = "collect",
-    [HZ_LOCK_CENTRAL] = "central",
+    [HZ_LOCK_CLASS_HEAP] = "class_heap",
 };
 
 static sync_total_t sync_total(const hz_heap_summary_t *h,

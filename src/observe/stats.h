@@ -82,11 +82,11 @@ typedef struct {
 
 /* The allocator's locks, each counting how often it was taken. */
 typedef enum {
-  HZ_LOCK_SEGMENT, /* segment box: pages and segments */
-  HZ_LOCK_LARGE,   /* large box: the cache of large mappings */
-  HZ_LOCK_POOL,    /* thread box: the heap pool and list */
-  HZ_LOCK_COLLECT, /* thread box: one collection round at a time */
-  HZ_LOCK_CENTRAL, /* central box: the shared pages */
+  HZ_LOCK_SEGMENT,    /* segment box: pages and segments */
+  HZ_LOCK_LARGE,      /* large box: the cache of large mappings */
+  HZ_LOCK_POOL,       /* thread box: the heap pool and list */
+  HZ_LOCK_COLLECT,    /* thread box: one collection round at a time */
+  HZ_LOCK_CLASS_HEAP, /* heap box: the busiest class heap's lock */
   HZ_LOCK_KINDS
 } hz_lock_kind_t;
 

@@ -388,7 +388,7 @@ void hz_api_summarize(hz_heap_summary_t *heaps, hz_memory_summary_t *out) {
   out->locks_taken[HZ_LOCK_LARGE] = hz_large_lock_taken();
   hz_thread_locks_taken(&out->locks_taken[HZ_LOCK_POOL],
                         &out->locks_taken[HZ_LOCK_COLLECT],
-                        &out->locks_taken[HZ_LOCK_CENTRAL]);
+                        &out->locks_taken[HZ_LOCK_CLASS_HEAP]);
 }
 
 HZ_EXPORT void hz_stats_print(void) {

@@ -24,18 +24,18 @@
 /* Which lock it is, for a test's hook (tests/signal_test.c). */
 typedef enum {
   HZ_LOCK_ID_OTHER,
-  HZ_LOCK_ID_POOL,     /* thread: the heap pool */
-  HZ_LOCK_ID_COLLECT,  /* thread: one collection round at a time */
-  HZ_LOCK_ID_CLASS,    /* central: a shared pages' class heap */
-  HZ_LOCK_ID_MAKE,     /* central: the class heaps' mapping */
-  HZ_LOCK_ID_CLASS_SET, /* central: the segments the class heaps share */
-  HZ_LOCK_ID_DEPOT,    /* cpu_cache: a class's depot */
-  HZ_LOCK_ID_DRAIN,    /* cpu_cache: one drain of the caches at a time */
-  HZ_LOCK_ID_SEGMENTS, /* segment: the process's segments */
-  HZ_LOCK_ID_SEGMENT,  /* segment: one segment's slices */
-  HZ_LOCK_ID_LARGE,    /* large: the cache of mappings */
-  HZ_LOCK_ID_GUARD,    /* guard: the pool's line of free slots */
-  HZ_LOCK_ID_PROF,     /* prof: the profiler's tables */
+  HZ_LOCK_ID_POOL,      /* thread: the heap pool */
+  HZ_LOCK_ID_COLLECT,   /* thread: one collection round at a time */
+  HZ_LOCK_ID_CLASS,     /* heap: a class heap */
+  HZ_LOCK_ID_MAKE,      /* heap: the class heaps' mapping */
+  HZ_LOCK_ID_CLASS_SET, /* heap: the segments the class heaps share */
+  HZ_LOCK_ID_DEPOT,     /* cpu_cache: a class's depot */
+  HZ_LOCK_ID_DRAIN,     /* cpu_cache: one drain of the caches at a time */
+  HZ_LOCK_ID_SEGMENTS,  /* segment: the process's segments */
+  HZ_LOCK_ID_SEGMENT,   /* segment: one segment's slices */
+  HZ_LOCK_ID_LARGE,     /* large: the cache of mappings */
+  HZ_LOCK_ID_GUARD,     /* guard: the pool's line of free slots */
+  HZ_LOCK_ID_PROF,      /* prof: the profiler's tables */
   HZ_LOCK_ID_COUNT
 } hz_lock_id_t;
 

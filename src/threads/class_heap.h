@@ -1,5 +1,5 @@
 /* class_heap: the class heaps, one a size class: the owners of the shared
- * pages (central box), which belong to no thread. A class heap is a
+ * pages (ladder box), which belong to no thread. A class heap is a
  * heap's pages (hz_pages_t) and nothing of a thread's heap: no bins but
  * the one that serves threads without a heap, no stash, no collection
  * handshake; whoever holds its class's lock works on it. A shared class's
@@ -47,6 +47,11 @@ extern size_t hz_class_heaps_span;
 HZ_INLINE bool hz_pages_of_class_heap(const hz_pages_t *owner) {
   return (uintptr_t)owner - HZ_SHARED_GET(hz_class_heaps_base) <
          HZ_SHARED_GET(hz_class_heaps_span);
+}
+
+/* The page is one of the shared pages: a class heap's. */
+HZ_INLINE bool hz_class_heap_holds(const hz_page_t *page) {
+  return hz_pages_of_class_heap(hz_page_owner(page));
 }
 
 /* The owner word of the pages of the class heap of `cls` (its address),

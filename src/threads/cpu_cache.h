@@ -1,4 +1,4 @@
-/* cpu_cache: the per-CPU rung of the shared pages' ladder (central.h), for
+/* cpu_cache: the per-CPU rung of the shared pages' ladder (ladder.h), for
  * their blocks of up to 32 KiB, on glibc's own rseq registration (x86-64
  * and AArch64, cpu_cache.c). A bin that spills the shared pages' blocks
  * gives them to the cache of the CPU it runs on, and a bin of a shared

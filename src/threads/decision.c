@@ -1,12 +1,12 @@
-/* decision: the class decision's rounds, the crowding test and the young
- * threads' rule (see decision.h). */
+/* decision: the classes' routes, the class decision's rounds, the
+ * crowding test and the young threads' rule (see decision.h). */
 #define _GNU_SOURCE
 #include "decision.h"
 
 #include <string.h>
 #include <unistd.h>
 
-#include "central.h"
+#include "class_heap.h"
 #include "options.h"
 
 /* A thread of a crowded program makes its first ALONE_OPS small mallocs
@@ -18,6 +18,35 @@
  * that goes on takes one after ALONE_OPS. */
 #define ALONE_OPS 256
 static HZ_TLS unsigned alone_ops;
+
+uint8_t hz_class_route[HZ_CLASS_COUNT];
+static uint64_t class_turns;
+/* The calling thread's refills of each probed class since its last probe. */
+static HZ_TLS uint8_t probe_fills[HZ_CLASS_COUNT];
+
+bool hz_decision_probe_turn(uint8_t cls) {
+  if (++probe_fills[cls] < HZ_ROUTE_PROBE_EVERY) return false;
+  probe_fills[cls] = 0;
+  return true;
+}
+
+bool hz_decision_set(size_t cls, hz_class_route_t route) {
+  if (route != HZ_CLASS_OWN_PAGES && !hz_class_heaps_ready()) return false;
+  /* release: a malloc that reads the route (acquire) finds the heaps */
+  uint8_t was = __atomic_exchange_n(&hz_class_route[cls], (uint8_t)route,
+                                    __ATOMIC_RELEASE);
+  if ((was == HZ_CLASS_OWN_PAGES) != (route == HZ_CLASS_OWN_PAGES))
+    __atomic_add_fetch(&class_turns, 1, __ATOMIC_RELAXED);
+  return true;
+}
+
+void hz_decision_count(uint64_t *shared_classes, uint64_t *turns) {
+  uint64_t n = 0;
+  for (int c = 1; c < HZ_CLASS_COUNT; c++)
+    n += hz_decision_shares((size_t)c);
+  *shared_classes = n;
+  *turns = __atomic_load_n(&class_turns, __ATOMIC_RELAXED);
+}
 
 /* The CPUs the program may run on, as the crowding test counts them. */
 static size_t decision_cpus(void) {
@@ -50,7 +79,7 @@ bool hz_decision_stays_alone(size_t threads, bool exiting) {
 void hz_decision_start(void) {
   if (hz_option(HZ_OPTION_SHARED_PAGES) >= 0) return;
   for (int c = 1; c < HZ_CLASS_COUNT; c++)
-    hz_central_set((size_t)c, HZ_CENTRAL_SHARED);
+    hz_decision_set((size_t)c, HZ_CLASS_SHARED);
 }
 
 bool hz_decision_rounds_on(void) {
@@ -102,15 +131,15 @@ static void decision_add_growth(const hz_decision_sums_t *sums) {
 bool hz_decision_judge(const hz_decision_sums_t *sums, size_t threads) {
   decision_add_growth(sums);
   bool crowded = decision_crowded(threads), left = false;
-  hz_central_route_t shared = crowded ? HZ_CENTRAL_SHARED : HZ_CENTRAL_PROBED;
+  hz_class_route_t shared = crowded ? HZ_CLASS_SHARED : HZ_CLASS_PROBED;
   for (int c = 1; c < HZ_CLASS_COUNT; c++) {
-    bool now = hz_central_shares((size_t)c);
+    bool now = hz_decision_shares((size_t)c);
     bool next = hz_route_shared(&seen[c], now, crowded);
     if (hz_route_ready(&seen[c])) memset(&seen[c], 0, sizeof seen[c]);
-    if (next && HZ_SHARED_GET(hz_central_route[c]) != shared)
-      hz_central_set((size_t)c, shared);
+    if (next && HZ_SHARED_GET(hz_class_route[c]) != shared)
+      hz_decision_set((size_t)c, shared);
     else if (!next && now)
-      left |= hz_central_set((size_t)c, HZ_CENTRAL_THREAD);
+      left |= hz_decision_set((size_t)c, HZ_CLASS_OWN_PAGES);
   }
   return left;
 }

@@ -4,7 +4,7 @@
  * own page or of a shared page, proved a block start, goes onto the
  * thread's bin; a plain block of another thread's page goes to the stash,
  * home. Everything else falls into the thread box's slow paths, which give
- * a thread without a heap one. This box sits above heap, central and
+ * a thread without a heap one. This box sits above heap, ladder and
  * thread so that none of them calls upward. */
 #ifndef HZ_FAST_H
 #define HZ_FAST_H
@@ -13,9 +13,11 @@
 
 #include "arena.h"
 #include "check.h"
-#include "central.h"
+#include "class_heap.h"
+#include "decision.h"
 #include "guard.h"
 #include "heap.h"
+#include "ladder.h"
 #include "page.h"
 #include "segment.h"
 #include "sizeclass.h"
@@ -70,7 +72,7 @@ HZ_INLINE void hz_fast_bin_put(hz_heap_t *heap, hz_bin_t *bin, void **top,
     bin->top = top + 1;
     return;
   }
-  hz_central_free_full(heap, page, p);
+  hz_ladder_free_full(heap, page, p);
 }
 
 /* The index of p among its page's blocks by the bin's divisor of their
@@ -84,11 +86,11 @@ HZ_INLINE uint32_t hz_fast_block_index(const hz_bin_t *bin,
 
 /* A shared page's block goes onto the thread's bin like its own while its
  * class shares pages: told by the owner word alone, the class's shared
- * heap sitting at a fixed place (central box), so no line of that heap is
+ * heap sitting at a fixed place (class_heap.h), so no line of that heap is
  * read. */
 HZ_INLINE bool hz_fast_shared_to_bin(const hz_page_t *page, uintptr_t word) {
   return word == hz_class_heap_word(page->class_id) &&
-         hz_central_shares(page->class_id);
+         hz_decision_shares(page->class_id);
 }
 
 /* A shared page's block onto the thread's bin (hz_fast_shared_to_bin):

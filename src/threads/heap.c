@@ -8,7 +8,7 @@
  * Invariants: a page is on exactly one queue of its owner (its class
  * queue, or `full` when in_full is set); a block in a bin counts as used
  * by its page; bins hold only block starts of pages their heap owns, or of
- * the shared pages (central box: a refill from them or the ladder, or any
+ * the shared pages (class heaps': a refill from them or the ladder, or any
  * thread's free), which a spill hands to the ladder or sends to their
  * class heap through the stash; a page with no block in use is flagged
  * retired (kept empty in its class queue, or spare) or back in its
@@ -25,7 +25,6 @@
 #include "os.h"
 #include "prof.h"
 #include "purge.h"
-#include "route.h"
 
 static uint32_t class_bin_capacity(uint8_t cls) {
   size_t cap = HZ_BIN_BYTES / hz_sizeclass_block_size(cls);
@@ -81,12 +80,6 @@ static uint32_t heap_own_want(hz_heap_t *heap, hz_bin_t *bin, uint8_t cls) {
     heap->refill_frees[cls] = frees;
   }
   return only_mallocs ? room : room / 2;
-}
-
-bool hz_heap_probe_turn(hz_heap_t *heap, uint8_t cls) {
-  if (++heap->shared_fills[cls] < HZ_ROUTE_PROBE_EVERY) return false;
-  heap->shared_fills[cls] = 0;
-  return true;
 }
 
 /* The bin of `cls` is empty: fill it from where `from` says; from the own

@@ -131,7 +131,7 @@ typedef struct {
 typedef struct {
   uint64_t allocs, frees;
   uint64_t remote_frees; /* blocks of other heaps' pages */
-  uint64_t shared_frees; /* of those, the shared pages' (central box) */
+  uint64_t shared_frees; /* of those, the shared pages' (class heaps') */
   uint64_t run_frees;    /* of the others, frees that extended a run */
   uint64_t handed;       /* blocks its bin took from its own pages */
   int64_t published;
@@ -148,7 +148,7 @@ HZ_INLINE void hz_class_counts_add(hz_class_stats_t *out,
 _Static_assert(sizeof(hz_bin_t) == 64, "bins are indexed with a shift");
 
 /* A heap's pages: what every owner of pages keeps, a thread's heap and a
- * class heap alike (the central box's), at the start of both, so that a
+ * class heap alike (class_heap.h), at the start of both, so that a
  * page's owner word names it whichever it is. Touched only by its owner
  * (the thread, or whoever holds the class heap's lock, or a collector
  * holding it) but the inbox, which other threads push to. */
@@ -221,10 +221,8 @@ typedef struct hz_heap_s {
   bool run_shared;
   uint32_t run_frees;
   /* Per class: the full queue still has pages of it to lend (its refills
-   * come from the shared pages: hz_heap_refills_shared); and the shared
-   * refills since the last probe (route.h). */
+   * come from the shared pages: hz_heap_refills_shared). */
   bool lend_full[HZ_CLASS_COUNT];
-  uint8_t shared_fills[HZ_CLASS_COUNT];
   /* Links of the thread box's lists, under its pool lock. */
   struct hz_heap_s *next_all, *prev_all;       /* every heap not retired */
   struct hz_heap_s *next_pooled, *prev_pooled; /* heaps waiting for a thread */
@@ -232,7 +230,7 @@ typedef struct hz_heap_s {
 
 extern const hz_heap_t hz_heap_empty;
 
-/* The heap's refills of `cls` come from the shared pages (central box):
+/* The heap's refills of `cls` come from the shared pages (class_heap.h):
  * its own pages of the class only empty, and it keeps none of them. */
 HZ_INLINE bool hz_heap_refills_shared(const hz_heap_t *heap, uint8_t cls) {
   return heap->pages.keeps_none[cls];
@@ -282,9 +280,6 @@ void *hz_heap_malloc_small(hz_heap_t *heap, size_t size);
  * of its class heap (class_heap.h; `probed`: the class takes probes, and
  * the heap keeps the page they come from). */
 void *hz_heap_malloc_shared(hz_heap_t *heap, size_t size, bool probed);
-/* A shared class's refill is a probe's this time (one in
- * HZ_ROUTE_PROBE_EVERY, counted per heap and class: route.h). */
-bool hz_heap_probe_turn(hz_heap_t *heap, uint8_t cls);
 /* The same as hz_heap_malloc_small for a probe of a shared class: the
  * bin of the class (empty) from the heap's own pages, the class still
  * refilling from the shared pages. */

@@ -1,4 +1,4 @@
-/* heap_lend: lent pages, a class that turns shared (central box).
+/* heap_lend: lent pages, a class that turns shared (ladder.h).
  *
  * When a class turns shared, a thread's own pages of it would only empty
  * as the program freed their blocks, while the class heap cut pages for

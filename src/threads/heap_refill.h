@@ -55,7 +55,8 @@ HZ_INLINE hz_page_t *hz_pages_find(hz_pages_t *pages, uint8_t cls) {
       hz_queue_remove(q, page);
       page->in_full = 1;
       hz_queue_push_back(&pages->full, page);
-    } else if (best == NULL || hz_refill_page_room(page) < hz_refill_page_room(best)) {
+    } else if (best == NULL ||
+               hz_refill_page_room(page) < hz_refill_page_room(best)) {
       best = page;
     }
     page = next;
@@ -78,8 +79,8 @@ HZ_INLINE hz_page_t *hz_pages_find(hz_pages_t *pages, uint8_t cls) {
  * software prefetch of each block for writing bought nothing measurable on
  * batch_queue, random_mixed, string_builder or json, 5 runs each. Both
  * were dropped.) False if out of memory. */
-HZ_INLINE uint32_t hz_pages_refill(hz_pages_t *pages, hz_bin_t *bin, uint8_t cls,
-                                uint32_t want) {
+HZ_INLINE uint32_t hz_pages_refill(hz_pages_t *pages, hz_bin_t *bin,
+                                   uint8_t cls, uint32_t want) {
   hz_page_t *page = hz_pages_find(pages, cls);
   if (page == NULL) return 0;
   uint32_t unmarked;

@@ -7,7 +7,7 @@
 #include "heap_parts.h"
 #include "stats.h"
 
-/* A block of the shared pages (central box) leaves a bin for its class
+/* A block of the shared pages (class_heap.h) leaves a bin for its class
  * heap: through the stash, as a thread without the ladder would
  * send it; whoever holds the class's lock sets its bit. */
 HZ_NOINLINE void hz_heap_send_home(hz_heap_t *heap, hz_page_t *page,

@@ -22,10 +22,10 @@
 #define _GNU_SOURCE
 #include "thread.h"
 
-#include "central.h"
 #include "class_heap.h"
 #include "cpu_cache.h"
 #include "decision.h"
+#include "ladder.h"
 #include "thread_parts.h"
 
 #include <errno.h>
@@ -417,8 +417,8 @@ void *hz_thread_malloc_slow(size_t size, hz_heap_t *heap) {
   hz_purge_tick();
   if (size > HZ_SMALL_MAX) return hz_thread_large_alloc(size, 0, false);
   uint64_t pages = heap->pages.stats.pages_acquired;
-  void *p = hz_central_shares(hz_sizeclass_of(size))
-                ? hz_central_malloc(heap, size)
+  void *p = hz_decision_shares(hz_sizeclass_of(size))
+                ? hz_ladder_malloc(heap, size)
                 : hz_heap_malloc_small(heap, size);
   if (heap->pages.stats.pages_acquired != pages) hz_thread_reclaim_pooled();
   return HZ_LIKELY(p != NULL) ? p : thread_retry(heap, size, 0, false);

@@ -38,9 +38,10 @@ void hz_thread_collect(bool idle_only);
  * page's memory and every cached segment and mapping (malloc_trim, and
  * the last try before a request fails). */
 void hz_thread_give_back_all(void);
-/* How often the pool lock and the collection lock were taken. */
+/* How often the pool lock and the collection lock were taken, and the
+ * busiest class heap's lock. */
 void hz_thread_locks_taken(uint64_t *pool, uint64_t *collect,
-                           uint64_t *central);
+                           uint64_t *class_heap);
 /* Summary over every heap, for the stats report. */
 void hz_thread_summarize(hz_heap_summary_t *out);
 

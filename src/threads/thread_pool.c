@@ -11,9 +11,9 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "central.h"
 #include "class_heap.h"
 #include "cpu_cache.h"
+#include "decision.h"
 #include "list.h"
 #include "os.h"
 #include "purge.h"
@@ -253,10 +253,10 @@ static bool pool_contains_locked(const hz_heap_t *heap) {
 }
 
 void hz_thread_locks_taken(uint64_t *pool, uint64_t *collect,
-                           uint64_t *central) {
+                           uint64_t *class_heap) {
   *pool = hz_lock_taken(&hz_thread_pool_lock);
   *collect = hz_lock_taken(&hz_thread_collect_lock);
-  *central = hz_class_heaps_lock_taken();
+  *class_heap = hz_class_heaps_lock_taken();
 }
 
 /* ---------------------------------------------------------------------------
@@ -302,6 +302,6 @@ void hz_thread_summarize(hz_heap_summary_t *out) {
   hz_segment_summarize(&out->pages_in_use, &out->blocks_live, &out->bytes_live,
                        &out->blocks_free_on_pages);
   hz_cpu_cache_stats(&out->front);
-  hz_central_count(&out->front.shared_classes, &out->front.class_turns);
+  hz_decision_count(&out->front.shared_classes, &out->front.class_turns);
   hz_unlock(&hz_thread_collect_lock);
 }

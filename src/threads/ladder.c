@@ -1,18 +1,13 @@
-/* central: each class's route (where its refills come from) and the two
- * ends of the shared pages' ladder: a bin of a shared class that runs
- * empty, a bin that overflows (see central.h). The class heaps at the
- * ladder's foot are class_heap.c's. */
-#include "central.h"
-
-#include <stdatomic.h>
+/* ladder: the two ends of the shared pages' ladder: a bin of a shared
+ * class that runs empty, a bin that overflows (see ladder.h). The class
+ * heaps at its foot are class_heap.c's, the routes decision.c's. */
+#include "ladder.h"
 
 #include "class_heap.h"
 #include "cpu_cache.h"
+#include "decision.h"
 #include "lock.h"
 #include "sizeclass.h"
-
-uint8_t hz_central_route[HZ_CLASS_COUNT];
-static uint64_t class_turns;
 
 /* The most blocks a bin of `cls` takes from the ladder at a time: what a
  * spill gives it (half the bin), at most a batch. */
@@ -23,12 +18,11 @@ static unsigned ladder_batch(const hz_heap_t *heap, uint8_t cls) {
   return half < HZ_CPU_BATCH ? (unsigned)half : HZ_CPU_BATCH;
 }
 
-void *hz_central_malloc(hz_heap_t *heap, size_t size) {
+void *hz_ladder_malloc(hz_heap_t *heap, size_t size) {
   uint8_t cls = hz_sizeclass_of(size);
-  bool probed = __atomic_load_n(&hz_central_route[cls], __ATOMIC_RELAXED) ==
-                HZ_CENTRAL_PROBED;
+  bool probed = hz_decision_probed(cls);
   /* [condition: probe-refill] */
-  if (probed && hz_heap_probe_turn(heap, cls))
+  if (probed && hz_decision_probe_turn(cls))
     return hz_heap_malloc_probe(heap, size);
   if (hz_cpu_class(cls)) {
     void *batch[HZ_CPU_BATCH];
@@ -42,7 +36,7 @@ void *hz_central_malloc(hz_heap_t *heap, size_t size) {
 _Static_assert(HZ_BIN_SLOTS / 2 <= HZ_CPU_BATCH,
                "a bin's spill is one batch for the ladder");
 
-void hz_central_free_full(hz_heap_t *heap, hz_page_t *page, void *p) {
+void hz_ladder_free_full(hz_heap_t *heap, hz_page_t *page, void *p) {
   /* A signal handler's free, the thread inside the allocator: no spill
    * (it may take locks the thread holds); p (marked) to its page's owner's
    * inbox, as a thread without a heap frees. */
@@ -55,26 +49,8 @@ void hz_central_free_full(hz_heap_t *heap, hz_page_t *page, void *p) {
   unsigned n = hz_heap_free_spilling(heap, page, p, spilled);
   if (n == 0) return;
   /* [condition: spill-to-ladder] */
-  unsigned took = hz_cpu_class(cls) && hz_central_shares(cls)
+  unsigned took = hz_cpu_class(cls) && hz_decision_shares(cls)
                       ? hz_cpu_give(cls, spilled, n)
                       : 0;
   hz_heap_send_shared(heap, spilled + took, n - took);
-}
-
-bool hz_central_set(size_t cls, hz_central_route_t route) {
-  if (route != HZ_CENTRAL_THREAD && !hz_class_heaps_ready()) return false;
-  /* release: a malloc that reads the route (acquire) finds the heaps */
-  uint8_t was = __atomic_exchange_n(&hz_central_route[cls], (uint8_t)route,
-                                    __ATOMIC_RELEASE);
-  if ((was == HZ_CENTRAL_THREAD) != (route == HZ_CENTRAL_THREAD))
-    __atomic_add_fetch(&class_turns, 1, __ATOMIC_RELAXED);
-  return true;
-}
-
-void hz_central_count(uint64_t *shared_classes, uint64_t *turns) {
-  uint64_t n = 0;
-  for (int c = 1; c < HZ_CLASS_COUNT; c++)
-    n += hz_central_shares((size_t)c);
-  *shared_classes = n;
-  *turns = __atomic_load_n(&class_turns, __ATOMIC_RELAXED);
 }
