@@ -13,7 +13,7 @@ set(HZ_CORE_FILES
   threads/remote.c threads/heap_owner.c threads/heap_sample.c
   threads/heap_pages.c threads/heap_spill.c threads/heap_drain.c
   threads/heap_lend.c threads/class_heap.c threads/heap.c threads/heap_free.c
-  threads/heap_collect.c threads/cpu_cache.c
+  threads/heap_collect.c threads/cpu_cache.c threads/depot.c
   threads/decision.c threads/ladder.c threads/thread_pool.c threads/thread.c
   surface/api.c surface/cxx.c)
 set(HZ_OVERRIDE_FILES surface/override.c)

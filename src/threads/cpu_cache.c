@@ -1,7 +1,6 @@
 /* cpu_cache: the per-CPU rung of the shared pages' ladder (see
  * cpu_cache.h): the restartable sections that move a batch between a bin
- * and this CPU's cache, the depots between caches, the start-up decision,
- * and draining every cache (membarrier with rseq: a section running on a
+ * and this CPU's cache, the start-up decision, and draining every cache (membarrier with rseq: a section running on a
  * CPU whose cache is being closed is aborted). */
 #define _GNU_SOURCE
 #include "cpu_cache.h"
@@ -337,70 +336,22 @@ static unsigned section_push(size_t cls, void *const *blocks, uint64_t n) {
 static bool caches_usable(void) { return hz_cpu_cache_on && registered(); }
 
 /* ---------------------------------------------------------------------------
- * Depots: per class, up to DEPOT_BATCHES batches that one CPU's cache
- * could not hold and another's bins take, so blocks freed on one CPU serve
- * mallocs on another without going back to the class's pages. Without the
- * caches (a thread not registered, the fallback) they are the first rung.
+ * A batch on or off this CPU's cache
  * ------------------------------------------------------------------------- */
-#define DEPOT_BATCHES 8
-
-typedef struct {
-  hz_lock_t lock;
-  uint32_t batches; /* written under the lock, read with HZ_SHARED_GET */
-  uint32_t count[DEPOT_BATCHES]; /* the same */
-  void *slots[DEPOT_BATCHES][HZ_CPU_BATCH];
-} depot_t;
-
-static depot_t depots[HZ_CPU_CLASSES];
 /* One drain at a time. */
 static hz_lock_t drain_lock = HZ_LOCK_INIT(HZ_LOCK_ID_DRAIN);
 
 static struct {
-  uint64_t cache_gives, cache_takes, depot_puts, depot_takes, drains;
+  uint64_t cache_gives, cache_takes, drains;
 } counts;
 
 #define COUNT(field) __atomic_add_fetch(&counts.field, 1, __ATOMIC_RELAXED)
 
-static unsigned depot_take(size_t cls, void **out) {
-  depot_t *d = &depots[cls];
-  if (HZ_SHARED_GET(d->batches) == 0) return 0;
-  hz_lock(&d->lock);
-  unsigned n = 0;
-  if (d->batches != 0) {
-    uint32_t i = d->batches - 1;
-    n = d->count[i];
-    memcpy(out, d->slots[i], n * sizeof(void *));
-    HZ_SHARED_SET(d->batches, i);
-  }
-  hz_unlock(&d->lock);
-  return n;
-}
-
-static bool depot_put(size_t cls, void *const *batch, unsigned n) {
-  depot_t *d = &depots[cls];
-  if (HZ_SHARED_GET(d->batches) == DEPOT_BATCHES) return false;
-  hz_lock(&d->lock);
-  bool room = d->batches < DEPOT_BATCHES;
-  if (room) {
-    memcpy(d->slots[d->batches], batch, n * sizeof(void *));
-    HZ_SHARED_SET(d->count[d->batches], n); /* the stats read it */
-    HZ_SHARED_SET(d->batches, d->batches + 1);
-  }
-  hz_unlock(&d->lock);
-  return room;
-}
-
 unsigned hz_cpu_take(size_t cls, void **out, unsigned want) {
   HZ_ASSERT(hz_cpu_class(cls) && want >= 1 && want <= HZ_CPU_BATCH);
-  if (caches_usable()) {
-    unsigned n = section_pop(cls, out, want);
-    if (n != 0) {
-      COUNT(cache_takes);
-      return n;
-    }
-  }
-  unsigned n = depot_take(cls, out);
-  if (n != 0) COUNT(depot_takes);
+  if (!caches_usable()) return 0;
+  unsigned n = section_pop(cls, out, want);
+  if (n != 0) COUNT(cache_takes);
   return n;
 }
 
@@ -408,10 +359,7 @@ unsigned hz_cpu_give(size_t cls, void *const *blocks, unsigned n) {
   HZ_ASSERT(hz_cpu_class(cls) && n >= 1 && n <= HZ_CPU_BATCH);
   unsigned took = caches_usable() ? section_push(cls, blocks, n) : 0;
   if (took != 0) COUNT(cache_gives);
-  if (took == n) return n;
-  if (!depot_put(cls, blocks + took, n - took)) return took;
-  COUNT(depot_puts);
-  return n;
+  return took;
 }
 
 /* ---------------------------------------------------------------------------
@@ -436,8 +384,6 @@ static bool rseq_usable(void) {
 }
 
 void hz_cpu_cache_init(bool allowed) {
-  for (int c = 0; c < HZ_CPU_CLASSES; c++)
-    hz_lock_init(&depots[c].lock, HZ_LOCK_ID_DEPOT);
 #if defined(__SANITIZE_THREAD__)
   return; /* ThreadSanitizer cannot see what a section reads and writes */
 #endif
@@ -474,8 +420,8 @@ static void drain_one(hz_heap_t *heap, hz_cpu_cache_t *cache) {
 /* Close every cache, abort every section running anywhere (caches are
  * indexed by mm_cid, which is not a CPU number: all CPUs; after membarrier
  * returns, every section sees its cache closed and finds it empty or
- * full), send their blocks and the depots' to their classes' heaps, open
- * the caches again. */
+ * full), send their blocks to their classes' heaps, open the caches
+ * again. */
 void hz_cpu_cache_drain(hz_heap_t *heap) {
   hz_lock(&drain_lock);
   if (hz_cpu_cache_on) {
@@ -487,54 +433,32 @@ void hz_cpu_cache_drain(hz_heap_t *heap) {
     for (long i = 0; i < cache_count; i++)
       __atomic_store_n(&hz_cpu_caches[i].closed, 0, __ATOMIC_RELEASE);
   }
-  void *batch[HZ_CPU_BATCH];
-  unsigned n;
-  for (int c = 1; c < HZ_CPU_CLASSES; c++)
-    while ((n = depot_take((size_t)c, batch)) != 0)
-      hz_heap_send_shared(heap, batch, n);
   hz_unlock(&drain_lock);
 }
 
 /* ---------------------------------------------------------------------------
  * fork and the stats
  * ------------------------------------------------------------------------- */
-/* fork waits for a drain under way (the caches are open again after it)
- * and holds every depot. */
-void hz_cpu_cache_fork_prepare(void) {
-  hz_lock(&drain_lock);
-  for (int c = 0; c < HZ_CPU_CLASSES; c++)
-    hz_lock(&depots[c].lock);
-}
+/* fork waits for a drain under way (the caches are open again after it). */
+void hz_cpu_cache_fork_prepare(void) { hz_lock(&drain_lock); }
 
-void hz_cpu_cache_fork_parent(void) {
-  for (int c = 0; c < HZ_CPU_CLASSES; c++)
-    hz_unlock(&depots[c].lock);
-  hz_unlock(&drain_lock);
-}
+void hz_cpu_cache_fork_parent(void) { hz_unlock(&drain_lock); }
 
-void hz_cpu_cache_fork_child(void) {
-  for (int c = 0; c < HZ_CPU_CLASSES; c++)
-    hz_lock_reinit(&depots[c].lock);
-  hz_lock_reinit(&drain_lock);
-}
+void hz_cpu_cache_fork_child(void) { hz_lock_reinit(&drain_lock); }
 
-/* The blocks of class `cls` every CPU's cache and the depot hold: each top
- * and the depot's count read once, no lock taken. While threads run it is a
- * snapshot (a batch on its way between a cache and the depot is in
- * neither); once they are joined nothing moves and it is exact. */
+/* The blocks of class `cls` every CPU's cache holds: each top read once,
+ * no lock taken. While threads run it is a snapshot (a batch on its way
+ * between a cache and a bin is in neither); once they are joined nothing
+ * moves and it is exact. */
 static uint64_t class_cached(int cls) {
-  const depot_t *d = &depots[cls];
   uint64_t blocks = 0;
-  uint32_t batches = HZ_SHARED_GET(d->batches);
-  for (uint32_t i = 0; i < batches && i < DEPOT_BATCHES; i++)
-    blocks += HZ_SHARED_GET(d->count[i]);
   for (long cpu = 0; cpu < cache_count; cpu++)
     blocks += HZ_SHARED_GET(hz_cpu_caches[cpu].top[cls]);
   return blocks;
 }
 
-/* Each class's blocks in caches and depots into cached[class] (0 for
- * classes above them); their sum. */
+/* Each class's blocks in the caches into cached[class] (0 for classes
+ * above them); their sum. */
 static uint64_t cached_by_class(uint64_t cached[HZ_CLASS_COUNT]) {
   uint64_t blocks = 0;
   memset(cached, 0, HZ_CLASS_COUNT * sizeof cached[0]);
@@ -557,8 +481,6 @@ void hz_cpu_cache_stats(hz_front_end_stats_t *out) {
   out->name = hz_cpu_cache_on ? "per-CPU caches (rseq) and depots" : "depots";
   out->cache_gives = HZ_SHARED_GET(counts.cache_gives);
   out->cache_takes = HZ_SHARED_GET(counts.cache_takes);
-  out->depot_puts = HZ_SHARED_GET(counts.depot_puts);
-  out->depot_takes = HZ_SHARED_GET(counts.depot_takes);
   out->drains = HZ_SHARED_GET(counts.drains);
   out->cached_blocks = cached_by_class(out->cached);
   out->restarts = HZ_SHARED_GET(exited_restarts) + hz_cpu_restarts;

@@ -5,16 +5,17 @@
  * class that runs empty takes them back from there: a batch a time, each
  * move one restartable sequence whose only store the kernel lets stand is
  * the cache's new top (a thread preempted, migrated or signalled inside
- * starts it again). A full cache passes a batch to its class's depot, an
- * empty one takes from there. Where rseq is not there (valgrind,
+ * starts it again). Past a full cache or an empty one is the class's
+ * depot (depot.h), the ladder's next rung. Where rseq is not there (valgrind,
  * GLIBC_TUNABLES=glibc.pthread.rseq=0, old kernels, qemu-user, other
  * architectures),
  * with the profiler or in the secure and debug variants, hz_cpu_cache_on
  * stays false and the depots are the ladder's first rung.
  *
  * Invariant: a small block is in exactly one place: handed out; a bin of
- * the heap owning its page; a bin of any heap (a shared page's block); the
- * freeing thread's stash (a header, a name, or inside the open run); the
+ * the heap owning its page; a bin of any thread's heap, or a class heap's
+ * bin of one slot (a shared page's block: class_heap.h); the freeing
+ * thread's stash (a header, a name, or inside the open run); the
  * owner's inbox (a thread's heap's, or a class heap's); a CPU cache (below
  * its top); a depot batch; free on its page (its bit set); or never
  * handed out (the page's uncarved tail, or a bin's blocks below
@@ -41,8 +42,8 @@
 #define HZ_CPU_SLOTS_LOG2  6
 #define HZ_CPU_SLOTS       (1 << HZ_CPU_SLOTS_LOG2)
 #define HZ_CPU_CLASS_BYTES ((size_t)256 << 10)
-/* Blocks move between a cache and a depot or heap a batch at a time: half
- * the class's stack, at most HZ_CPU_BATCH blocks. */
+/* Blocks move between a bin and a cache, a depot or a heap a batch at a
+ * time: half the class's stack, at most HZ_CPU_BATCH blocks. */
 #define HZ_CPU_BATCH (HZ_CPU_SLOTS / 2)
 
 /* One CPU's cache. `closed` is set while another thread drains it: every
@@ -87,28 +88,28 @@ extern HZ_TLS uint64_t hz_cpu_restarts;
 void hz_cpu_cache_init(bool allowed);
 
 /* Up to `want` (at most HZ_CPU_BATCH) blocks of class `cls` into out[],
- * from this CPU's cache, else from the class's depot; how many. */
+ * from this CPU's cache; how many (0: empty, or the caches are off). */
 unsigned hz_cpu_take(size_t cls, void **out, unsigned want);
 /* blocks[0..n) (n at most HZ_CPU_BATCH) of class `cls` onto this CPU's
- * cache, a batch of it into the depot first when it has no room; how many
- * it took, from the front (the rest go to the class heap). */
+ * cache, as many as it has room for; how many it took, from the front
+ * (the rest go down the ladder: the depot, the class heap). */
 unsigned hz_cpu_give(size_t cls, void *const *blocks, unsigned n);
-/* The class has a stack in the caches (and a depot): up to 32 KiB. */
+/* The class has a stack in the caches and a depot: up to 32 KiB. */
 /* [condition: cpu-class] */
 HZ_INLINE bool hz_cpu_class(size_t cls) { return cls < HZ_CPU_CLASSES; }
 
-/* Empty every CPU cache and depot into the calling thread's heap (trim,
- * an idle process). */
+/* Empty every CPU cache into the calling thread's heap, home to the
+ * class heaps (trim, an idle process). */
 void hz_cpu_cache_drain(hz_heap_t *heap);
 
-/* fork: the depots' locks. */
+/* fork: the drain's lock. */
 void hz_cpu_cache_fork_prepare(void);
 void hz_cpu_cache_fork_parent(void);
 void hz_cpu_cache_fork_child(void);
 
-/* The ladder's counts for the stats report (this thread's restarts
- * included, and the blocks caches and depots hold now, by class: counted
- * as freed by the bins they left), the blocks they hold in all, and a
+/* The caches' counts for the stats report (this thread's restarts
+ * included, and the blocks the caches hold now, by class: counted as
+ * freed by the bins they left), the blocks they hold in all, and a
  * thread's restarts kept when it exits. */
 void hz_cpu_cache_stats(hz_front_end_stats_t *out);
 uint64_t hz_cpu_cache_blocks(void);

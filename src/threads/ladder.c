@@ -6,6 +6,7 @@
 #include "class_heap.h"
 #include "cpu_cache.h"
 #include "decision.h"
+#include "depot.h"
 #include "lock.h"
 #include "sizeclass.h"
 
@@ -27,10 +28,19 @@ void *hz_ladder_malloc(hz_heap_t *heap, size_t size) {
   if (hz_cpu_class(cls)) {
     void *batch[HZ_CPU_BATCH];
     unsigned n = hz_cpu_take(cls, batch, ladder_batch(heap, cls));
+    if (n == 0) n = hz_depot_take(cls, batch);
     /* [condition: ladder-empty] */
     if (n != 0) return hz_heap_malloc_given(heap, size, batch, n);
   }
   return hz_heap_malloc_shared(heap, size, probed);
+}
+
+/* A full bin's shared blocks onto this CPU's cache, what it has no room
+ * for into the depot as one batch; how many went (the rest go home). */
+static unsigned ladder_give(uint8_t cls, void *const *blocks, unsigned n) {
+  unsigned took = hz_cpu_give(cls, blocks, n);
+  if (took == n || !hz_depot_put(cls, blocks + took, n - took)) return took;
+  return n;
 }
 
 _Static_assert(HZ_BIN_SLOTS / 2 <= HZ_CPU_BATCH,
@@ -50,7 +60,21 @@ void hz_ladder_free_full(hz_heap_t *heap, hz_page_t *page, void *p) {
   if (n == 0) return;
   /* [condition: spill-to-ladder] */
   unsigned took = hz_cpu_class(cls) && hz_decision_shares(cls)
-                      ? hz_cpu_give(cls, spilled, n)
+                      ? ladder_give(cls, spilled, n)
                       : 0;
   hz_heap_send_shared(heap, spilled + took, n - took);
+}
+
+void hz_ladder_drain(hz_heap_t *heap) {
+  hz_cpu_cache_drain(heap);
+  hz_depot_drain(heap);
+}
+
+uint64_t hz_ladder_blocks(void) {
+  return hz_cpu_cache_blocks() + hz_depot_blocks();
+}
+
+void hz_ladder_stats(hz_front_end_stats_t *out) {
+  hz_cpu_cache_stats(out);
+  hz_depot_stats(out);
 }

@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "heap.h"
+#include "stats.h"
 
 /* The bin of a shared class is empty: a block for the thread of `heap`,
  * its bin refilled from the ladder (this CPU's cache, the depot, the class
@@ -27,5 +28,12 @@ void *hz_ladder_malloc(hz_heap_t *heap, size_t size);
  * older half leaves, the heap's own blocks onto their pages, the shared
  * pages' onto the ladder (this CPU's cache, the depot, the class heap). */
 void hz_ladder_free_full(hz_heap_t *heap, hz_page_t *page, void *p);
+/* Every block the CPU caches and the depots hold goes home to its class
+ * heap through `heap`, the calling thread's (trim, an idle process). */
+void hz_ladder_drain(hz_heap_t *heap);
+/* The blocks the caches and depots hold now (a snapshot while threads
+ * run), and the ladder's counts for the stats report. */
+uint64_t hz_ladder_blocks(void);
+void hz_ladder_stats(hz_front_end_stats_t *out);
 
 #endif

@@ -25,6 +25,7 @@
 #include "class_heap.h"
 #include "cpu_cache.h"
 #include "decision.h"
+#include "depot.h"
 #include "ladder.h"
 #include "thread_parts.h"
 
@@ -121,7 +122,7 @@ static bool purge_thread_sleep(uint64_t period) {
 static void purge_drain_caches(void) {
   hz_heap_t *heap = hz_thread_heap_take();
   if (heap == NULL) return;
-  hz_cpu_cache_drain(heap);
+  hz_ladder_drain(heap);
   hz_heap_flush(heap);
   hz_thread_pool_take();
   hz_thread_heap_pool_locked(heap);
@@ -146,7 +147,7 @@ static void purge_drain_idle_caches(void) {
     quiet_since_ms = now_ms;
     return;
   }
-  if (now_ms - quiet_since_ms < HZ_IDLE_FULL_MS || hz_cpu_cache_blocks() == 0)
+  if (now_ms - quiet_since_ms < HZ_IDLE_FULL_MS || hz_ladder_blocks() == 0)
     return;
   purge_drain_caches();
 }
@@ -238,6 +239,7 @@ static void thread_exit(void *value) {
 static void fork_prepare(void) {
   hz_prof_fork_wait_unwinds(); /* first: an unwinding thread may allocate */
   hz_cpu_cache_fork_prepare();
+  hz_depot_fork_prepare();
   hz_lock(&hz_thread_collect_lock);
   hz_heap_fork_prepare();
   hz_class_heaps_fork_prepare(); /* after the pool: the report takes both */
@@ -255,12 +257,14 @@ static void fork_parent(void) {
   hz_class_heaps_fork_parent();
   hz_heap_fork_parent();
   hz_unlock(&hz_thread_collect_lock);
+  hz_depot_fork_parent();
   hz_cpu_cache_fork_parent();
 }
 
 /* The child has one thread: no purge thread until it makes another. */
 static void fork_child(void) {
   hz_cpu_cache_fork_child();
+  hz_depot_fork_child();
   hz_guard_fork_child();
   hz_prof_fork_child();
   hz_large_fork_child();
@@ -505,6 +509,7 @@ __attribute__((constructor)) static void thread_process_start(void) {
   hz_guard_start();
   if ((hz_prof_active || hz_guard_active) && hz_heap_tls != &hz_heap_empty)
     hz_heap_arm_sampling(hz_heap_tls);
+  hz_depot_init();
   hz_cpu_cache_init(!hz_prof_active);
   hz_decision_start();
 }

@@ -14,6 +14,7 @@
 #include "class_heap.h"
 #include "cpu_cache.h"
 #include "decision.h"
+#include "ladder.h"
 #include "list.h"
 #include "os.h"
 #include "purge.h"
@@ -238,7 +239,7 @@ void hz_thread_collect(bool idle_only) {
 void hz_thread_give_back_all(void) {
   hz_heap_t *heap = hz_heap_tls;
   if (heap != &hz_heap_empty) {
-    hz_cpu_cache_drain(heap);
+    hz_ladder_drain(heap);
     hz_heap_trim(heap);
   }
   hz_thread_collect(false);
@@ -301,7 +302,7 @@ void hz_thread_summarize(hz_heap_summary_t *out) {
   hz_thread_pool_give();
   hz_segment_summarize(&out->pages_in_use, &out->blocks_live, &out->bytes_live,
                        &out->blocks_free_on_pages);
-  hz_cpu_cache_stats(&out->front);
+  hz_ladder_stats(&out->front);
   hz_decision_count(&out->front.shared_classes, &out->front.class_turns);
   hz_unlock(&hz_thread_collect_lock);
 }
