@@ -40,6 +40,11 @@ static void class_heap_init(hz_class_heap_t *heap, uint8_t cls) {
   pages->empty_quarters = 4 / HZ_HEAP_SHARED_EMPTY_DIVISOR;
 }
 
+/* The class heaps are mapped (hz_class_heaps_ready maps them). */
+static bool class_heaps_mapped(void) {
+  return __atomic_load_n(&heaps, __ATOMIC_ACQUIRE) != NULL;
+}
+
 static hz_class_heap_t *class_heap_at(int cls) {
   return (hz_class_heap_t *)(void *)(heaps +
                                      (size_t)cls * HZ_CLASS_HEAP_STRIDE);
@@ -67,7 +72,7 @@ static bool class_heaps_make(void) {
   size_t span = HZ_CLASS_COUNT * (size_t)HZ_CLASS_HEAP_STRIDE;
   size_t size = HZ_ALIGN_UP(span, 4096);
   char *mapped = hz_os_map(size);
-  if (mapped == NULL) return __atomic_load_n(&heaps, __ATOMIC_ACQUIRE) != NULL;
+  if (mapped == NULL) return class_heaps_mapped();
   hz_lock(&make_lock);
   bool mine = heaps == NULL;
   if (mine) {
@@ -83,8 +88,7 @@ static bool class_heaps_make(void) {
 }
 
 bool hz_class_heaps_ready(void) {
-  return HZ_LIKELY(__atomic_load_n(&heaps, __ATOMIC_ACQUIRE) != NULL) ||
-         class_heaps_make();
+  return HZ_LIKELY(class_heaps_mapped()) || class_heaps_make();
 }
 
 /* Under the class's lock, before its pages hand blocks out: the class
@@ -117,7 +121,7 @@ static void *class_heap_malloc_held(hz_class_heap_t *heap, uint8_t cls,
                                     size_t size) {
   hz_bin_t *bin = &heap->bin;
   HZ_SHARED_ADD(heap->pages.stats.slow_mallocs, 1);
-  if (HZ_UNLIKELY(bin->sample_left == 1) && hz_guard_active) {
+  if (HZ_UNLIKELY(hz_bin_sample_due(bin)) && hz_guard_active) {
     void *guarded = hz_bin_guarded(bin, size);
     if (guarded != NULL) return guarded;
   }
@@ -147,16 +151,10 @@ void *hz_class_heap_malloc(size_t size) {
  * them after the heap was collected: their pages' free memory is to go
  * too, as for a thread's idle heap), by the purge thread's looks. */
 static bool class_heap_idle(hz_pages_t *pages) {
-  uint64_t now_ms = hz_os_now_ms();
-  uint32_t n = atomic_load_explicit(&pages->activity, memory_order_relaxed);
-  if (n != pages->collect_seen) {
-    pages->collect_seen = n;
-    pages->idle_since_ms = now_ms;
-    pages->collect_clean = false;
-    return false;
-  }
-  return (!pages->collect_clean || hz_remote_pending(&pages->inbox)) &&
-         now_ms - pages->idle_since_ms >= HZ_IDLE_FULL_MS;
+  uint64_t idle_ms;
+  return hz_pages_look_idle(pages, hz_os_now_ms(), &idle_ms) &&
+         (!pages->collect_clean || hz_remote_pending(&pages->inbox)) &&
+         idle_ms >= HZ_IDLE_FULL_MS;
 }
 
 /* Under the class's lock: its inbox home and its empty pages back, and
@@ -174,9 +172,7 @@ static void class_heap_collect_held(hz_class_heap_t *heap, bool all) {
   pages->gone = false;
   if (!purge) return;
   hz_pages_discard_free(pages);
-  pages->collect_seen =
-      atomic_load_explicit(&pages->activity, memory_order_relaxed);
-  pages->collect_clean = true;
+  hz_pages_collected_clean(pages);
 }
 
 static void class_heap_collect(int cls, bool all) {
@@ -189,13 +185,13 @@ static void class_heap_collect(int cls, bool all) {
 }
 
 void hz_class_heaps_collect(bool all) {
-  if (__atomic_load_n(&heaps, __ATOMIC_ACQUIRE) == NULL) return;
+  if (!class_heaps_mapped()) return;
   for (int c = 1; c < HZ_CLASS_COUNT; c++)
     class_heap_collect(c, all);
 }
 
 void hz_class_heaps_summarize(hz_heap_summary_t *out) {
-  if (__atomic_load_n(&heaps, __ATOMIC_ACQUIRE) == NULL) return;
+  if (!class_heaps_mapped()) return;
   for (int c = 1; c < HZ_CLASS_COUNT; c++) {
     hz_lock(&class_lock[c]);
     if (class_made[c]) {
@@ -208,7 +204,7 @@ void hz_class_heaps_summarize(hz_heap_summary_t *out) {
 
 uint64_t hz_class_heaps_lock_taken(void) {
   uint64_t most = 0;
-  if (__atomic_load_n(&heaps, __ATOMIC_ACQUIRE) == NULL) return 0;
+  if (!class_heaps_mapped()) return 0;
   for (int c = 1; c < HZ_CLASS_COUNT; c++) {
     uint64_t taken = hz_lock_taken(&class_lock[c]);
     if (taken > most) most = taken;

@@ -385,8 +385,12 @@ HZ_INLINE void *hz_bin_take(hz_bin_t *bin, void **top, unsigned cls) {
 
 /* The class's next malloc is a sample's (the guard's, or the profiler's):
  * the malloc slow path serves it. */
+HZ_INLINE bool hz_bin_sample_due(const hz_bin_t *bin) {
+  return bin->sample_left == 1;
+}
+
 HZ_INLINE bool hz_heap_sample_due(const hz_heap_t *heap, size_t cls) {
-  return heap->bins[cls].sample_left == 1;
+  return hz_bin_sample_due(&heap->bins[cls]);
 }
 
 /* The profiler's turn came in `bin` (which is not empty): hand out a

@@ -13,15 +13,8 @@
 
 static hz_collect_depth_t idle_depth(hz_heap_t *heap, uint64_t now_ms) {
   bool pending = hz_heap_has_incoming(heap);
-  uint32_t n =
-      atomic_load_explicit(&heap->pages.activity, memory_order_relaxed);
-  if (n != heap->pages.collect_seen) { /* active since we last looked */
-    heap->pages.collect_seen = n;
-    heap->pages.idle_since_ms = now_ms;
-    heap->pages.collect_clean = false;
-    return HZ_COLLECT_NONE;
-  }
-  uint64_t idle = now_ms - heap->pages.idle_since_ms;
+  uint64_t idle;
+  if (!hz_pages_look_idle(&heap->pages, now_ms, &idle)) return HZ_COLLECT_NONE;
   if (heap->pages.collect_clean && !pending) return HZ_COLLECT_NONE;
   if (idle >= HZ_IDLE_FULL_MS) return HZ_COLLECT_FULL;
   long delay = hz_option(HZ_OPTION_PURGE_DELAY_MS);
@@ -139,9 +132,7 @@ void hz_heap_collect(hz_heap_t *heap, bool purge, hz_bins_take_t bins) {
   heap->pages.gone = false;
   if (!purge) return;
   hz_pages_discard_free(&heap->pages);
-  heap->pages.collect_seen =
-      atomic_load_explicit(&heap->pages.activity, memory_order_relaxed);
-  heap->pages.collect_clean = true;
+  hz_pages_collected_clean(&heap->pages);
 }
 
 bool hz_heap_holds_nothing(const hz_heap_t *heap) {

@@ -300,3 +300,21 @@ void hz_pages_summarize(const hz_pages_t *pages, hz_heap_summary_t *out) {
   hz_stats_heap_add(&out->counters, &pages->stats);
   out->bytes_kept_empty += HZ_SHARED_GET(pages->kept_bytes);
 }
+
+bool hz_pages_look_idle(hz_pages_t *pages, uint64_t now_ms, uint64_t *idle_ms) {
+  uint32_t n = atomic_load_explicit(&pages->activity, memory_order_relaxed);
+  if (n != pages->collect_seen) { /* active since the last look */
+    pages->collect_seen = n;
+    pages->idle_since_ms = now_ms;
+    pages->collect_clean = false;
+    return false;
+  }
+  *idle_ms = now_ms - pages->idle_since_ms;
+  return true;
+}
+
+void hz_pages_collected_clean(hz_pages_t *pages) {
+  pages->collect_seen =
+      atomic_load_explicit(&pages->activity, memory_order_relaxed);
+  pages->collect_clean = true;
+}

@@ -99,6 +99,13 @@ void hz_pages_refilled_noted(hz_pages_t *pages, hz_page_t *page);
 void hz_pages_release_empty(hz_pages_t *pages);
 void hz_pages_discard_free(hz_pages_t *pages);
 void hz_pages_summarize(const hz_pages_t *pages, hz_heap_summary_t *out);
+/* A collector's look at the pages (collect_seen): false when their owner
+ * took a slow path since the last look (the idle time starts again, and
+ * they are not clean any more); else true, idle for *idle_ms. */
+bool hz_pages_look_idle(hz_pages_t *pages, uint64_t now_ms, uint64_t *idle_ms);
+/* A purging collection left the pages clean: no look finds them worth
+ * another until their owner is active again or blocks come in. */
+void hz_pages_collected_clean(hz_pages_t *pages);
 /* The lent pages (heap_lend.c) given back to the heap into their
  * segments: by its owner in a slow path, or a collector holding it; the
  * test inline on every malloc slow path. */
@@ -145,8 +152,8 @@ void hz_heap_send_entries(hz_heap_t *heap, void *const *entries, unsigned n);
 /* Publish what a bin of `cls` counted into `counts`, and the live count
  * (stats box) when it moved enough since (or `always`), counted in
  * `stats`. */
-void hz_bin_publish(const hz_bin_t *bin, hz_class_counts_t *counts,
-                    uint8_t cls, bool always, hz_heap_stats_t *stats);
+void hz_bin_publish(const hz_bin_t *bin, hz_class_counts_t *counts, uint8_t cls,
+                    bool always, hz_heap_stats_t *stats);
 void hz_heap_publish_counts(hz_heap_t *heap, uint8_t cls, bool always);
 /* Publish the stash's lists (it holds some). */
 void hz_heap_publish_stash(hz_heap_t *heap);
